@@ -1,0 +1,98 @@
+//! One typed error for the whole library.
+//!
+//! Every variant says what was wrong and, where there is one, what to do about it.
+//! Errors from candle, tokenizers, I/O and JSON are wrapped with the context in which
+//! they happened, so a user never sees a bare "unexpected EOF".
+
+use std::path::PathBuf;
+
+/// Result alias used throughout the crate.
+pub type Result<T> = std::result::Result<T, Error>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("model file or folder not found: {path}\n  hint: pass a GGUF file, a Hugging Face folder (config.json + *.safetensors + tokenizer.json) or a Hub repo id such as HuggingFaceTB/SmolLM2-135M-Instruct; `entropy-lens fetch-models` downloads the two offline defaults")]
+    ModelNotFound { path: PathBuf },
+
+    #[error("not a valid GGUF file: {path}: {reason}\n  hint: the file may be truncated or corrupt; download it again (`entropy-lens fetch-models` checks sha256)")]
+    CorruptGguf { path: PathBuf, reason: String },
+
+    #[error("unsupported model architecture `{architecture}` (supported: {supported})")]
+    UnknownArchitecture {
+        architecture: String,
+        supported: &'static str,
+    },
+
+    #[error("invalid model configuration: {0}")]
+    Config(String),
+
+    #[error("missing weight `{name}` in {source_desc}")]
+    MissingWeight { name: String, source_desc: String },
+
+    #[error("tokenizer error: {0}")]
+    Tokenizer(String),
+
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+
+    #[error("sequence of {requested} tokens exceeds the model's context length of {context_length} tokens (prompt {prompt_tokens} + generate {generate})\n  hint: lower --generate or shorten the prompt")]
+    ContextOverflow {
+        requested: usize,
+        context_length: usize,
+        prompt_tokens: usize,
+        generate: usize,
+    },
+
+    #[error("malformed prompts file {path}, line {line}: {reason}\n  hint: each line must be a JSON object such as {{\"prompt\": \"Once upon a time\"}}")]
+    MalformedPrompts {
+        path: PathBuf,
+        line: usize,
+        reason: String,
+    },
+
+    #[error("invalid data: {0}")]
+    Data(String),
+
+    #[error("download failed: {0}")]
+    Download(String),
+
+    #[error("checksum mismatch for {path}: expected sha256 {expected}, got {actual}\n  hint: delete the file and run `entropy-lens fetch-models` again")]
+    Checksum {
+        path: PathBuf,
+        expected: String,
+        actual: String,
+    },
+
+    #[error("Hugging Face Hub: {0}")]
+    Hub(String),
+
+    #[error("device error: {0}")]
+    Device(String),
+
+    #[error("tensor computation failed: {0}")]
+    Candle(#[from] candle_core::Error),
+
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("JSON error: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+impl Error {
+    /// Wrap an I/O error with the path it happened on.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn invalid(msg: impl Into<String>) -> Self {
+        Error::InvalidArgument(msg.into())
+    }
+}

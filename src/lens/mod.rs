@@ -1,0 +1,119 @@
+//! The logit lens: decode residual streams with the model's own final norm and unembedding
+//! (plus soft-cap) and reduce each next-token distribution to its statistics, chunk by chunk,
+//! so that no [layers × positions × vocab] tensor is ever held.
+
+use candle_core::{DType, Device, Storage, Tensor};
+use rayon::prelude::*;
+
+use crate::error::{Error, Result};
+use crate::model::Model;
+
+mod device;
+pub mod stats;
+
+pub use stats::{alpha_key, parse_alpha, row_stats, DistStats, Scratch, StatSpec};
+
+/// Upper bound on the logits held at once (one chunk of rows).
+const MAX_CHUNK_BYTES: usize = 64 << 20;
+
+/// A logit lens with the statistics to compute.
+#[derive(Clone, Debug)]
+pub struct Lens {
+    spec: StatSpec,
+    max_chunk_bytes: usize,
+    force_device_path: bool,
+}
+
+/// Lens output for a batch of residual rows.
+#[derive(Clone, Debug)]
+pub struct LensOutput {
+    /// One entry per input row.
+    pub stats: Vec<DistStats>,
+    /// The logits of the row asked for with [`Lens::apply_keep_logits`] (f32, on the host).
+    pub kept_logits: Option<Vec<f32>>,
+}
+
+impl Lens {
+    /// A lens computing `spec`; fails on α < 0 or p outside (0, 1].
+    pub fn new(spec: StatSpec) -> Result<Self> {
+        spec.validate()?;
+        Ok(Self {
+            spec,
+            max_chunk_bytes: MAX_CHUNK_BYTES,
+            force_device_path: false,
+        })
+    }
+
+    pub fn spec(&self) -> &StatSpec {
+        &self.spec
+    }
+
+    /// Limit the logits held at once (bytes); smaller chunks trade speed for memory.
+    pub fn with_max_chunk_bytes(mut self, bytes: usize) -> Self {
+        self.max_chunk_bytes = bytes.max(1);
+        self
+    }
+
+    /// Use the tensor-op reduction (the one GPUs run) even on the CPU; for cross-checks.
+    pub fn with_device_path(mut self, on: bool) -> Self {
+        self.force_device_path = on;
+        self
+    }
+
+    /// Statistics of `softmax(unembed(final_norm(x)))` for every row of `resid`.
+    ///
+    /// # Shapes
+    /// `resid`: [rows, d]
+    pub fn apply(&self, model: &Model, resid: &Tensor) -> Result<Vec<DistStats>> {
+        Ok(self.apply_keep_logits(model, resid, None)?.stats)
+    }
+
+    /// As [`Lens::apply`], also returning the logits of row `keep` (for sampling the next token
+    /// from exactly the distribution the lens measured).
+    pub fn apply_keep_logits(
+        &self,
+        model: &Model,
+        resid: &Tensor,
+        keep: Option<usize>,
+    ) -> Result<LensOutput> {
+        let (rows, _) = resid.dims2()?;
+        let vocab = model.info().vocab_size.max(1);
+        let chunk = (self.max_chunk_bytes / (vocab * 4)).max(1);
+        let mut stats = Vec::with_capacity(rows);
+        let mut kept_logits = None;
+        let mut start = 0;
+        while start < rows {
+            let n = chunk.min(rows - start);
+            let x = resid.narrow(0, start, n)?;
+            let logits = model
+                .unembed(&model.final_norm(&x)?)?
+                .to_dtype(DType::F32)?
+                .contiguous()?;
+            if let Some(k) = keep.filter(|k| (start..start + n).contains(k)) {
+                kept_logits = Some(logits.get(k - start)?.to_vec1::<f32>()?);
+            }
+            let chunk_stats = if self.force_device_path || !matches!(logits.device(), Device::Cpu) {
+                device::chunk_stats(&logits, &self.spec)?
+            } else {
+                cpu_chunk_stats(&logits, &self.spec)?
+            };
+            stats.extend(chunk_stats);
+            start += n;
+        }
+        Ok(LensOutput { stats, kept_logits })
+    }
+}
+
+/// Row statistics of a contiguous f32 CPU tensor [rows, vocab], rows in parallel.
+fn cpu_chunk_stats(logits: &Tensor, spec: &StatSpec) -> Result<Vec<DistStats>> {
+    let (_, vocab) = logits.dims2()?;
+    let (storage, layout) = logits.storage_and_layout();
+    let Storage::Cpu(cpu) = &*storage else {
+        return Err(Error::Device("expected logits on the CPU".into()));
+    };
+    let data = &cpu.as_slice::<f32>()?[layout.start_offset()..];
+    let data = &data[..logits.elem_count()];
+    data.par_chunks(vocab)
+        .map_init(Scratch::default, |scratch, row| row_stats(row, spec, scratch))
+        .collect()
+}

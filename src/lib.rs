@@ -1,0 +1,42 @@
+//! # entropy-lens
+//!
+//! Logit-lens entropy profiles of decoder-only language models, after *Entropy-Lens: Uncovering
+//! Decision Strategies in LLMs* (arXiv 2502.16570).
+//!
+//! After every transformer block the residual stream is decoded with the model's own final norm
+//! and unembedding (the logit lens), and the next-token distribution is reduced to its Shannon
+//! and Rényi entropies, its top-p candidate set and its top-k tokens. The per-layer sequence is
+//! the *entropy profile*: rises are expansion of the candidate set, falls are pruning.
+//!
+//! Data flows one way: [`model`] (weights → residual stream per block) → [`lens`] (statistics) →
+//! [`profile`] (per-token profiles) → analysis, plots, CLI and notebooks.
+//!
+//! ```no_run
+//! use entropy_lens::prelude::*;
+//!
+//! let mut lens = Profiler::load("~/.cache/entropy-lens/models/SmolLM2-135M-Instruct.Q4_1.gguf",
+//!                               &LoadOptions::cpu())?;
+//! let profile = lens.generate("The Eiffel Tower is located in the city of", 8)?;
+//! println!("{}", profile.generated_text);
+//! let h = profile.shannon_matrix()?; // generated tokens × layers
+//! # Ok::<(), entropy_lens::Error>(())
+//! ```
+
+pub mod error;
+pub mod fetch;
+pub mod lens;
+pub mod model;
+pub mod profile;
+pub mod runner;
+
+pub use error::{Error, Result};
+
+/// The names a notebook needs.
+pub mod prelude {
+    pub use crate::error::{Error, Result};
+    pub use crate::lens::{Lens, StatSpec};
+    pub use crate::model::{load, LoadOptions, Model, ModelSource, TextTokenizer, WeightDType};
+    pub use crate::profile::{EntropyProfile, PositionProfile};
+    pub use crate::runner::{ProfileRequest, Profiler, Sampling};
+    pub use candle_core::Device;
+}

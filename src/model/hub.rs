@@ -1,0 +1,90 @@
+//! Hugging Face Hub access through `hf-hub`, with its cache conventions: files live under
+//! `$HF_HOME/hub/models--owner--name/snapshots/<commit>/`, `refs/<revision>` names the commit, and
+//! `HF_HUB_OFFLINE=1` reads the cache only.
+
+use std::path::PathBuf;
+
+use hf_hub::api::sync::ApiBuilder;
+use hf_hub::{Cache, Repo, RepoType};
+
+use crate::error::{Error, Result};
+
+fn offline() -> bool {
+    std::env::var("HF_HUB_OFFLINE")
+        .map(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"))
+        .unwrap_or(false)
+}
+
+/// Fetches (or finds in the cache) what the runtime needs from a model repository and returns the
+/// snapshot folder holding it: `config.json`, `tokenizer.json`, optional tokenizer/generation
+/// configs and chat template, and the safetensors weights (single file or index + shards).
+pub fn snapshot(repo_id: &str, revision: Option<&str>) -> Result<PathBuf> {
+    let repo = Repo::with_revision(
+        repo_id.to_string(),
+        RepoType::Model,
+        revision.unwrap_or("main").to_string(),
+    );
+    let cache = Cache::from_env();
+    let offline = offline();
+    let api = if offline {
+        None
+    } else {
+        Some(
+            ApiBuilder::from_env()
+                .with_progress(true)
+                .build()
+                .map_err(|e| Error::Hub(format!("cannot set up the Hub client: {e}")))?,
+        )
+    };
+    let cached = cache.repo(repo.clone());
+    let get = |file: &str, required: bool| -> Result<Option<PathBuf>> {
+        if let Some(p) = cached.get(file) {
+            return Ok(Some(p));
+        }
+        match &api {
+            None if required => Err(Error::Hub(format!(
+                "`{file}` of {repo_id} is not in the local cache ({}) and HF_HUB_OFFLINE is set\n  hint: unset HF_HUB_OFFLINE to download it, or pass a local folder or GGUF file",
+                cache.path().display()
+            ))),
+            None => Ok(None),
+            Some(api) => match api.repo(repo.clone()).get(file) {
+                Ok(p) => Ok(Some(p)),
+                Err(_) if !required => Ok(None),
+                Err(e) => Err(Error::Hub(format!(
+                    "cannot download `{file}` of {repo_id}: {e}\n  hint: check the repo id, your network, and HF_TOKEN for gated models"
+                ))),
+            },
+        }
+    };
+    let config = get("config.json", true)?.ok_or_else(|| Error::Hub("config.json".into()))?;
+    get("tokenizer.json", true)?;
+    for optional in [
+        "tokenizer_config.json",
+        "generation_config.json",
+        "chat_template.jinja",
+    ] {
+        get(optional, false)?;
+    }
+    match get("model.safetensors.index.json", false)? {
+        Some(index) => {
+            let text = std::fs::read_to_string(&index).map_err(|e| Error::io(&index, e))?;
+            let v: serde_json::Value = serde_json::from_str(&text)?;
+            let mut shards: Vec<&str> = v["weight_map"]
+                .as_object()
+                .map(|m| m.values().filter_map(|f| f.as_str()).collect())
+                .unwrap_or_default();
+            shards.sort();
+            shards.dedup();
+            for shard in shards {
+                get(shard, true)?;
+            }
+        }
+        None => {
+            get("model.safetensors", true)?;
+        }
+    }
+    config
+        .parent()
+        .map(|p| p.to_path_buf())
+        .ok_or_else(|| Error::Hub("snapshot folder has no parent".into()))
+}

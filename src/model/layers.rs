@@ -1,0 +1,318 @@
+//! Building blocks shared by the model families: RMSNorm, rotary embeddings, KV cache,
+//! attention masks and scaled dot-product attention.
+
+use candle_core::{DType, Device, Tensor};
+use serde::{Deserialize, Serialize};
+
+use crate::error::Result;
+
+/// RMSNorm with the scale already in "multiply by" form (Gemma's `1 + w` folded in at load).
+#[derive(Clone, Debug)]
+pub struct RmsNorm {
+    scale: Tensor,
+    eps: f32,
+}
+
+impl RmsNorm {
+    pub fn new(scale: Tensor, eps: f64) -> Self {
+        Self {
+            scale,
+            eps: eps as f32,
+        }
+    }
+
+    /// Normalises in f32 (residual streams reach |x| ≈ 6e4) and returns the input dtype.
+    ///
+    /// # Shapes
+    /// `x`: [.., d] → [.., d]
+    pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let dtype = x.dtype();
+        let x32 = x.to_dtype(DType::F32)?.contiguous()?;
+        candle_nn::ops::rms_norm(&x32, &self.scale, self.eps)?.to_dtype(dtype)
+    }
+}
+
+/// RoPE frequency scaling, as in Hugging Face's `rope_scaling`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+pub enum RopeScaling {
+    #[default]
+    None,
+    /// Positions divided by `factor` (Gemma 3 global layers of the larger models).
+    Linear { factor: f64 },
+    /// Llama 3.1/3.2 frequency-dependent scaling.
+    Llama3 {
+        factor: f64,
+        low_freq_factor: f64,
+        high_freq_factor: f64,
+        original_max_position_embeddings: usize,
+    },
+    /// Per-frequency divisors (llama.cpp's `rope_freqs.weight`).
+    Factors(Vec<f32>),
+}
+
+/// Rotary position embedding for one base frequency.
+#[derive(Clone, Debug)]
+pub struct Rotary {
+    inv_freq: Vec<f32>,
+    /// Rotate adjacent pairs (x[2i], x[2i+1]) instead of halves: llama.cpp permutes the Q/K rows of
+    /// Llama GGUF files so that this "interleaved" form is equivalent to Hugging Face's.
+    interleaved: bool,
+}
+
+impl Rotary {
+    pub fn new(head_dim: usize, base: f64, scaling: &RopeScaling, interleaved: bool) -> Self {
+        let half = head_dim / 2;
+        let mut inv_freq: Vec<f64> = (0..half)
+            .map(|i| 1.0 / base.powf((2 * i) as f64 / head_dim as f64))
+            .collect();
+        match scaling {
+            RopeScaling::None => {}
+            RopeScaling::Linear { factor } => inv_freq.iter_mut().for_each(|f| *f /= factor),
+            RopeScaling::Llama3 {
+                factor,
+                low_freq_factor,
+                high_freq_factor,
+                original_max_position_embeddings,
+            } => {
+                let old = *original_max_position_embeddings as f64;
+                let low_wavelen = old / low_freq_factor;
+                let high_wavelen = old / high_freq_factor;
+                for f in inv_freq.iter_mut() {
+                    let wavelen = 2.0 * std::f64::consts::PI / *f;
+                    if wavelen > low_wavelen {
+                        *f /= factor;
+                    } else if wavelen >= high_wavelen {
+                        let smooth =
+                            (old / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+                        *f = (1.0 - smooth) * *f / factor + smooth * *f;
+                    }
+                }
+            }
+            RopeScaling::Factors(factors) => {
+                for (f, d) in inv_freq.iter_mut().zip(factors) {
+                    *f /= *d as f64;
+                }
+            }
+        }
+        Self {
+            inv_freq: inv_freq.into_iter().map(|f| f as f32).collect(),
+            interleaved,
+        }
+    }
+
+    pub fn inv_freq(&self) -> &[f32] {
+        &self.inv_freq
+    }
+
+    /// Cosine and sine tables for positions `offset..offset + len`.
+    ///
+    /// # Shapes
+    /// returns two [len, head_dim / 2] tensors
+    pub fn tables(&self, offset: usize, len: usize, device: &Device) -> Result<(Tensor, Tensor)> {
+        let half = self.inv_freq.len();
+        let mut cos = Vec::with_capacity(len * half);
+        let mut sin = Vec::with_capacity(len * half);
+        for p in offset..offset + len {
+            for &f in &self.inv_freq {
+                // f32 product, as Hugging Face computes it.
+                let angle = p as f32 * f;
+                cos.push(angle.cos());
+                sin.push(angle.sin());
+            }
+        }
+        Ok((
+            Tensor::from_vec(cos, (len, half), device)?,
+            Tensor::from_vec(sin, (len, half), device)?,
+        ))
+    }
+
+    /// # Shapes
+    /// `x`: [b, heads, s, head_dim]; `cos`, `sin`: [s, head_dim / 2]
+    pub fn apply(&self, x: &Tensor, cos: &Tensor, sin: &Tensor) -> candle_core::Result<Tensor> {
+        let dtype = x.dtype();
+        let x = x.to_dtype(DType::F32)?.contiguous()?;
+        let y = if self.interleaved {
+            candle_nn::rotary_emb::rope_i(&x, cos, sin)?
+        } else {
+            candle_nn::rotary_emb::rope(&x, cos, sin)?
+        };
+        y.to_dtype(dtype)
+    }
+}
+
+/// Keys and values of past positions for one attention layer.
+#[derive(Clone, Debug, Default)]
+pub struct KvCache {
+    kv: Option<(Tensor, Tensor)>,
+}
+
+impl KvCache {
+    /// Appends `k`, `v` ([b, kv_heads, s, head_dim]) and returns the whole cached sequence.
+    pub fn append(&mut self, k: &Tensor, v: &Tensor) -> candle_core::Result<(Tensor, Tensor)> {
+        let (k, v) = match &self.kv {
+            None => (k.contiguous()?, v.contiguous()?),
+            Some((pk, pv)) => (Tensor::cat(&[pk, k], 2)?, Tensor::cat(&[pv, v], 2)?),
+        };
+        self.kv = Some((k.clone(), v.clone()));
+        Ok((k, v))
+    }
+
+    pub fn clear(&mut self) {
+        self.kv = None;
+    }
+}
+
+/// Additive attention mask for queries at `offset..offset + len` over keys `0..offset + len`:
+/// causal, and limited to the last `window` positions (the query's own included) when set.
+/// Returns `None` when nothing is masked.
+///
+/// # Shapes
+/// returns [len, offset + len]
+pub fn attention_mask(
+    offset: usize,
+    len: usize,
+    window: Option<usize>,
+    device: &Device,
+) -> Result<Option<Tensor>> {
+    let total = offset + len;
+    let window_bites = window.is_some_and(|w| total > w);
+    if len == 1 && !window_bites {
+        return Ok(None);
+    }
+    let mut mask = Vec::with_capacity(len * total);
+    for i in 0..len {
+        let q = offset + i;
+        for j in 0..total {
+            let visible = j <= q && window.is_none_or(|w| q - j < w);
+            mask.push(if visible { 0f32 } else { f32::NEG_INFINITY });
+        }
+    }
+    Ok(Some(Tensor::from_vec(mask, (len, total), device)?))
+}
+
+/// Scaled dot-product attention with grouped key/value heads.
+///
+/// # Shapes
+/// `q`: [b, heads, s, hd]; `k`, `v`: [b, kv_heads, t, hd]; `mask`: [s, t] → [b, heads, s, hd]
+pub fn attention(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: Option<&Tensor>,
+    scale: f64,
+) -> candle_core::Result<Tensor> {
+    let n_rep = q.dim(1)? / k.dim(1)?;
+    let k = candle_transformers::utils::repeat_kv(k.clone(), n_rep)?;
+    let v = candle_transformers::utils::repeat_kv(v.clone(), n_rep)?;
+    let dtype = q.dtype();
+    let q = q.to_dtype(DType::F32)?.contiguous()?;
+    let k = k.to_dtype(DType::F32)?.contiguous()?;
+    let scores = (q.matmul(&k.t()?)? * scale)?;
+    let scores = match mask {
+        Some(m) => scores.broadcast_add(m)?,
+        None => scores,
+    };
+    let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+    probs
+        .matmul(&v.to_dtype(DType::F32)?.contiguous()?)?
+        .to_dtype(dtype)
+}
+
+/// Gemma's tanh-approximated GELU.
+pub fn gelu_tanh(x: &Tensor) -> candle_core::Result<Tensor> {
+    x.gelu()
+}
+
+/// `cap · tanh(x / cap)`, Gemma 2's final logit soft-capping.
+pub fn soft_cap(x: &Tensor, cap: f64) -> candle_core::Result<Tensor> {
+    (x / cap)?.tanh()? * cap
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mask_is_causal_and_windowed() {
+        let m = attention_mask(0, 4, Some(2), &Device::Cpu).unwrap().unwrap();
+        let v: Vec<Vec<f32>> = m.to_vec2().unwrap();
+        let visible: Vec<Vec<bool>> = v
+            .iter()
+            .map(|r| r.iter().map(|x| x.is_finite()).collect())
+            .collect();
+        assert_eq!(
+            visible,
+            vec![
+                vec![true, false, false, false],
+                vec![true, true, false, false],
+                vec![false, true, true, false],
+                vec![false, false, true, true],
+            ]
+        );
+        // A single decode step with a short cache needs no mask; a long one does.
+        assert!(attention_mask(3, 1, Some(8), &Device::Cpu).unwrap().is_none());
+        let m = attention_mask(3, 1, Some(2), &Device::Cpu).unwrap().unwrap();
+        let v: Vec<Vec<f32>> = m.to_vec2().unwrap();
+        assert_eq!(v[0].iter().filter(|x| x.is_finite()).count(), 2);
+        assert!(v[0][3].is_finite() && v[0][2].is_finite() && !v[0][1].is_finite());
+    }
+
+    #[test]
+    fn llama3_scaling_matches_hand_computed_frequencies() {
+        // Llama 3.1 settings: factor 8, low 1, high 4, original context 8192, base 500000.
+        let s = RopeScaling::Llama3 {
+            factor: 8.0,
+            low_freq_factor: 1.0,
+            high_freq_factor: 4.0,
+            original_max_position_embeddings: 8192,
+        };
+        let plain = Rotary::new(128, 500000.0, &RopeScaling::None, false);
+        let scaled = Rotary::new(128, 500000.0, &s, false);
+        let f = plain.inv_freq();
+        let g = scaled.inv_freq();
+        // High frequencies (wavelength < 8192/4 = 2048) are untouched.
+        assert_eq!(f[0], g[0]);
+        // The lowest frequency (wavelength ≫ 8192) is divided by 8.
+        assert!((g[63] - f[63] / 8.0).abs() < 1e-12);
+        // A middle frequency with wavelength in [2048, 8192] is interpolated.
+        let i = (0..64)
+            .find(|&i| {
+                let w = 2.0 * std::f64::consts::PI / f[i] as f64;
+                (2048.0..=8192.0).contains(&w)
+            })
+            .unwrap();
+        let w = 2.0 * std::f64::consts::PI / f[i] as f64;
+        let smooth = (8192.0 / w - 1.0) / 3.0;
+        let expect = (1.0 - smooth) * f[i] as f64 / 8.0 + smooth * f[i] as f64;
+        assert!((g[i] as f64 - expect).abs() < 1e-9 * expect.abs().max(1.0));
+        assert!(g[i] < f[i] && g[i] > f[i] / 8.0);
+    }
+
+    #[test]
+    fn interleaved_and_half_rotations_agree_after_permutation() {
+        // rope_i on rows permuted as llama.cpp does equals rope (halves) on the original rows.
+        let hd = 8;
+        let rot_i = Rotary::new(hd, 10000.0, &RopeScaling::None, true);
+        let rot_h = Rotary::new(hd, 10000.0, &RopeScaling::None, false);
+        let x: Vec<f32> = (0..hd * 3).map(|i| (i as f32 * 0.37).sin()).collect();
+        let x = Tensor::from_vec(x, (1, 1, 3, hd), &Device::Cpu).unwrap();
+        // permutation: interleaved position 2i <- half i, 2i+1 <- half i + hd/2
+        let idx: Vec<u32> = (0..hd / 2)
+            .flat_map(|i| [i as u32, (i + hd / 2) as u32])
+            .collect();
+        let idx = Tensor::new(idx.as_slice(), &Device::Cpu).unwrap();
+        let xp = x.index_select(&idx, 3).unwrap();
+        let (c, s) = rot_h.tables(5, 3, &Device::Cpu).unwrap();
+        let yh = rot_h.apply(&x, &c, &s).unwrap().index_select(&idx, 3).unwrap();
+        let yi = rot_i.apply(&xp, &c, &s).unwrap();
+        let diff = (yh - yi)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .max_all()
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap();
+        assert!(diff < 1e-6, "{diff}");
+    }
+}

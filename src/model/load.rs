@@ -1,0 +1,319 @@
+//! Loading a model and its tokenizer from a GGUF file, a Hugging Face folder or a Hub repo id.
+
+use std::path::{Path, PathBuf};
+
+use candle_core::Device;
+
+use super::config::GgufMetadata;
+use super::tokenizer::TextTokenizer;
+use super::weights::{WeightDType, Weights};
+use super::{gemma3, hub, llama, Architecture, Family, Model, ModelInfo};
+use crate::error::{Error, Result};
+
+/// Env var naming the default model (path or repo id).
+pub const ENV_MODEL: &str = "ENTROPY_LENS_MODEL";
+/// The Hub id used when nothing else is configured.
+pub const DEFAULT_HUB_MODEL: &str = "HuggingFaceTB/SmolLM2-135M-Instruct";
+
+/// Where a model comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ModelSource {
+    /// A GGUF file.
+    Gguf(PathBuf),
+    /// A folder in Hugging Face layout: `config.json`, `*.safetensors`, `tokenizer.json`.
+    HfFolder(PathBuf),
+    /// A Hugging Face Hub repository (downloaded into the Hub cache, `HF_HOME` honoured).
+    HubRepo { repo: String, revision: Option<String> },
+}
+
+impl ModelSource {
+    /// Interprets a user's `--model` value: an existing file or folder, else `owner/name[@rev]`.
+    pub fn parse(spec: &str) -> Result<Self> {
+        let path = Path::new(spec);
+        if path.is_file() {
+            return Ok(ModelSource::Gguf(path.to_path_buf()));
+        }
+        if path.is_dir() {
+            if path.join("config.json").is_file() {
+                return Ok(ModelSource::HfFolder(path.to_path_buf()));
+            }
+            return Err(Error::Config(format!(
+                "{} is a folder without config.json; expected the Hugging Face layout (config.json, *.safetensors, tokenizer.json)",
+                path.display()
+            )));
+        }
+        let looks_like_repo = {
+            let (id, _) = spec.split_once('@').unwrap_or((spec, ""));
+            let parts: Vec<&str> = id.split('/').collect();
+            parts.len() == 2
+                && parts.iter().all(|p| {
+                    !p.is_empty()
+                        && p.chars()
+                            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+                })
+                && !spec.starts_with('.')
+                && !id.ends_with(".gguf")
+        };
+        if looks_like_repo {
+            let (repo, revision) = match spec.split_once('@') {
+                Some((r, v)) => (r.to_string(), Some(v.to_string())),
+                None => (spec.to_string(), None),
+            };
+            return Ok(ModelSource::HubRepo { repo, revision });
+        }
+        Err(Error::ModelNotFound {
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The model used when none is given: `$ENTROPY_LENS_MODEL`, else the cached offline SmolLM2,
+    /// else the Hub id `HuggingFaceTB/SmolLM2-135M-Instruct`.
+    pub fn default_model() -> Result<Self> {
+        if let Ok(spec) = std::env::var(ENV_MODEL) {
+            if !spec.is_empty() {
+                return Self::parse(&spec);
+            }
+        }
+        let cached = crate::fetch::models_dir().join(crate::fetch::SMOLLM2.file_name);
+        if cached.is_file() {
+            return Ok(ModelSource::Gguf(cached));
+        }
+        Ok(ModelSource::HubRepo {
+            repo: DEFAULT_HUB_MODEL.to_string(),
+            revision: None,
+        })
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            ModelSource::Gguf(p) | ModelSource::HfFolder(p) => p.display().to_string(),
+            ModelSource::HubRepo { repo, revision } => match revision {
+                Some(r) => format!("{repo}@{r}"),
+                None => repo.clone(),
+            },
+        }
+    }
+
+    /// Short display name (file stem, folder name or repo id).
+    pub fn name(&self) -> String {
+        match self {
+            ModelSource::Gguf(p) => p
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            ModelSource::HfFolder(p) => p
+                .file_name()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            ModelSource::HubRepo { repo, .. } => repo.clone(),
+        }
+    }
+}
+
+/// How to load.
+#[derive(Clone, Debug)]
+pub struct LoadOptions {
+    pub device: Device,
+    /// `None`: quantized for GGUF, f32 for safetensors.
+    pub dtype: Option<WeightDType>,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        Self {
+            device: Device::Cpu,
+            dtype: None,
+        }
+    }
+}
+
+impl LoadOptions {
+    pub fn cpu() -> Self {
+        Self::default()
+    }
+
+    pub fn with_dtype(mut self, dtype: WeightDType) -> Self {
+        self.dtype = Some(dtype);
+        self
+    }
+
+    pub fn with_device(mut self, device: Device) -> Self {
+        self.device = device;
+        self
+    }
+}
+
+/// A model with its tokenizer.
+pub struct LoadedModel {
+    pub model: Model,
+    pub tokenizer: TextTokenizer,
+}
+
+/// Loads a model and its tokenizer.
+pub fn load(source: &ModelSource, opts: &LoadOptions) -> Result<LoadedModel> {
+    match source {
+        ModelSource::Gguf(path) => load_gguf(path, source, opts),
+        ModelSource::HfFolder(folder) => load_hf_folder(folder, source, opts),
+        ModelSource::HubRepo { repo, revision } => {
+            let folder = hub::snapshot(repo, revision.as_deref())?;
+            load_hf_folder(&folder, source, opts)
+        }
+    }
+}
+
+fn load_gguf(path: &Path, source: &ModelSource, opts: &LoadOptions) -> Result<LoadedModel> {
+    let (content, file) = Weights::open_gguf(path)?;
+    let md = GgufMetadata::new(&content);
+    let arch_name = md.str("general.architecture").map_err(|_| Error::CorruptGguf {
+        path: path.to_path_buf(),
+        reason: "no general.architecture key".into(),
+    })?;
+    let architecture: Architecture = arch_name.parse()?;
+    let tokenizer = TextTokenizer::from_gguf(&md)?;
+    let dtype = opts.dtype.unwrap_or(WeightDType::Quantized);
+    let (family, info): (Box<dyn Family>, _) = match architecture {
+        Architecture::Llama => {
+            let cfg = llama::Config::from_gguf(&md)?;
+            let info = (cfg.num_hidden_layers, cfg.hidden_size, cfg.vocab_size, cfg.max_position_embeddings);
+            let w = Weights::gguf(path, content, file, architecture, dtype, &opts.device)?;
+            (Box::new(llama::Llama::new(&cfg, &w)?), info)
+        }
+        Architecture::Gemma3 => {
+            let cfg = gemma3::Config::from_gguf(&md)?;
+            let info = (cfg.num_hidden_layers, cfg.hidden_size, cfg.vocab_size, cfg.max_position_embeddings);
+            let w = Weights::gguf(path, content, file, architecture, dtype, &opts.device)?;
+            (Box::new(gemma3::Gemma3::new(&cfg, &w)?), info)
+        }
+    };
+    let info = ModelInfo {
+        name: source.name(),
+        architecture,
+        n_layers: info.0,
+        d_model: info.1,
+        vocab_size: info.2,
+        context_length: info.3,
+        dtype,
+        source: source.describe(),
+    };
+    Ok(LoadedModel {
+        model: Model::new(family, info, opts.device.clone()),
+        tokenizer,
+    })
+}
+
+/// The safetensors files of a Hugging Face folder: the shards named by the index, or the single file.
+pub fn safetensors_files(folder: &Path) -> Result<Vec<PathBuf>> {
+    let index = folder.join("model.safetensors.index.json");
+    if index.is_file() {
+        let text = std::fs::read_to_string(&index).map_err(|e| Error::io(&index, e))?;
+        let v: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| Error::Config(format!("{} is not valid JSON: {e}", index.display())))?;
+        let map = v["weight_map"].as_object().ok_or_else(|| {
+            Error::Config(format!("{} has no weight_map", index.display()))
+        })?;
+        let mut files: Vec<String> = map
+            .values()
+            .filter_map(|f| f.as_str().map(str::to_string))
+            .collect();
+        files.sort();
+        files.dedup();
+        let files: Vec<PathBuf> = files.into_iter().map(|f| folder.join(f)).collect();
+        if let Some(missing) = files.iter().find(|f| !f.is_file()) {
+            return Err(Error::ModelNotFound {
+                path: missing.clone(),
+            });
+        }
+        return Ok(files);
+    }
+    let single = folder.join("model.safetensors");
+    if single.is_file() {
+        return Ok(vec![single]);
+    }
+    Err(Error::ModelNotFound { path: single })
+}
+
+fn read_config(folder: &Path) -> Result<serde_json::Value> {
+    let path = folder.join("config.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Error::ModelNotFound { path: path.clone() },
+        _ => Error::io(&path, e),
+    })?;
+    serde_json::from_str(&text)
+        .map_err(|e| Error::Config(format!("{} is not valid JSON: {e}", path.display())))
+}
+
+fn load_hf_folder(folder: &Path, source: &ModelSource, opts: &LoadOptions) -> Result<LoadedModel> {
+    let cfg_json = read_config(folder)?;
+    let model_type = cfg_json["model_type"]
+        .as_str()
+        .or_else(|| cfg_json["architectures"][0].as_str())
+        .ok_or_else(|| Error::Config("config.json names no model_type".into()))?;
+    if model_type == "gemma3" {
+        return Err(Error::UnknownArchitecture {
+            architecture: "gemma3 (multimodal checkpoint)".into(),
+            supported: "text-only checkpoints: llama, gemma3_text (e.g. google/gemma-3-270m, google/gemma-3-1b-it)",
+        });
+    }
+    let architecture: Architecture = model_type.parse()?;
+    let tokenizer = TextTokenizer::from_hf_folder(folder)?;
+    let dtype = opts.dtype.unwrap_or(WeightDType::F32);
+    let files = safetensors_files(folder)?;
+    let w = Weights::safetensors(folder, &files, dtype, &opts.device)?;
+    let parse_err = |e: serde_json::Error| Error::Config(format!("config.json: {e}"));
+    let (family, info): (Box<dyn Family>, _) = match architecture {
+        Architecture::Llama => {
+            let cfg: llama::Config = serde_json::from_value(cfg_json).map_err(parse_err)?;
+            let info = (cfg.num_hidden_layers, cfg.hidden_size, cfg.vocab_size, cfg.max_position_embeddings);
+            (Box::new(llama::Llama::new(&cfg, &w)?), info)
+        }
+        Architecture::Gemma3 => {
+            let cfg: gemma3::Config = serde_json::from_value(cfg_json).map_err(parse_err)?;
+            let info = (cfg.num_hidden_layers, cfg.hidden_size, cfg.vocab_size, cfg.max_position_embeddings);
+            (Box::new(gemma3::Gemma3::new(&cfg, &w)?), info)
+        }
+    };
+    let info = ModelInfo {
+        name: source.name(),
+        architecture,
+        n_layers: info.0,
+        d_model: info.1,
+        vocab_size: info.2,
+        context_length: info.3,
+        dtype,
+        source: source.describe(),
+    };
+    Ok(LoadedModel {
+        model: Model::new(family, info, opts.device.clone()),
+        tokenizer,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_sources() {
+        assert_eq!(
+            ModelSource::parse("HuggingFaceTB/SmolLM2-135M-Instruct").unwrap(),
+            ModelSource::HubRepo {
+                repo: "HuggingFaceTB/SmolLM2-135M-Instruct".into(),
+                revision: None
+            }
+        );
+        assert_eq!(
+            ModelSource::parse("google/gemma-3-270m@main").unwrap(),
+            ModelSource::HubRepo {
+                repo: "google/gemma-3-270m".into(),
+                revision: Some("main".into())
+            }
+        );
+        let e = ModelSource::parse("/no/such/model.gguf").unwrap_err();
+        assert!(matches!(e, Error::ModelNotFound { .. }), "{e}");
+        let e = ModelSource::parse("missing.gguf").unwrap_err();
+        assert!(matches!(e, Error::ModelNotFound { .. }), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let e = ModelSource::parse(dir.path().to_str().unwrap()).unwrap_err();
+        assert!(e.to_string().contains("config.json"), "{e}");
+    }
+}

@@ -1,0 +1,300 @@
+//! The lens-able transformer runtime.
+//!
+//! A [`Model`] runs a decoder-only transformer block by block and shows the residual stream after
+//! every block (the paper's `resid_post`) to an observer, with a KV cache for generation and a
+//! per-block skip switch (`block(x) = x`, the paper's intervention). One file per family holds the
+//! architecture; [`load`] reads GGUF files or the Hugging Face layout.
+
+use std::fmt;
+use std::str::FromStr;
+
+use candle_core::{Device, Tensor};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+pub mod config;
+pub mod export;
+pub mod gemma3;
+pub mod hub;
+pub mod layers;
+pub mod llama;
+pub mod load;
+mod qmatmul;
+pub mod tokenizer;
+pub mod weights;
+
+pub use load::{load, LoadOptions, LoadedModel, ModelSource};
+pub use tokenizer::TextTokenizer;
+pub use weights::WeightDType;
+
+/// The model families the runtime implements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Architecture {
+    Llama,
+    Gemma3,
+}
+
+impl Architecture {
+    pub const SUPPORTED: &'static str = "llama (Llama 2/3.x, SmolLM2), gemma3 (Gemma 3 text)";
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Architecture::Llama => "llama",
+            Architecture::Gemma3 => "gemma3",
+        }
+    }
+}
+
+impl fmt::Display for Architecture {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Architecture {
+    type Err = Error;
+    /// Accepts GGUF `general.architecture` values and Hugging Face `model_type`s.
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "llama" | "LlamaForCausalLM" => Ok(Architecture::Llama),
+            "gemma3" | "gemma3_text" | "Gemma3ForCausalLM" => Ok(Architecture::Gemma3),
+            other => Err(Error::UnknownArchitecture {
+                architecture: other.to_string(),
+                supported: Architecture::SUPPORTED,
+            }),
+        }
+    }
+}
+
+/// What a user needs to know about a loaded model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelInfo {
+    /// A short name: the file stem or the repo id.
+    pub name: String,
+    pub architecture: Architecture,
+    /// Number of transformer blocks L.
+    pub n_layers: usize,
+    pub d_model: usize,
+    pub vocab_size: usize,
+    pub context_length: usize,
+    pub dtype: WeightDType,
+    /// Where the weights came from (path or repo id).
+    pub source: String,
+}
+
+/// Called with `(layer, residual)`: layer 0 is the embedding output, layer i the residual
+/// stream after block i (`[b, s, d]`).
+pub type Observer<'a> = &'a mut dyn FnMut(usize, &Tensor) -> Result<()>;
+
+/// What every family implements: a block loop with an observer, the final norm and the unembedding.
+pub(crate) trait Family: Send {
+    /// Runs the blocks over `ids` ([b, s]) whose first position is `offset` (the KV-cache length),
+    /// skipping the blocks flagged in `skip`; returns the last residual stream [b, s, d].
+    fn forward(
+        &mut self,
+        ids: &Tensor,
+        offset: usize,
+        skip: &[bool],
+        observe: Observer<'_>,
+    ) -> Result<Tensor>;
+    /// Final norm of the model (`ln_final`).
+    fn final_norm(&self, x: &Tensor) -> Result<Tensor>;
+    /// Unembedding of normalised states into logits (soft-capped when the model does so).
+    fn unembed(&self, x: &Tensor) -> Result<Tensor>;
+    fn clear_cache(&mut self);
+    /// The configuration in Hugging Face `config.json` form (for export and reports).
+    fn config_json(&self) -> serde_json::Value;
+}
+
+/// A loaded decoder-only transformer, ready to be lensed.
+pub struct Model {
+    family: Box<dyn Family>,
+    info: ModelInfo,
+    device: Device,
+    skip: Vec<bool>,
+    /// Number of positions in the KV cache.
+    cached: usize,
+}
+
+/// Which positions of a forward pass to keep the residual streams of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Positions {
+    /// Only the last position (what generation needs).
+    Last,
+    /// Every position of the input.
+    All,
+}
+
+/// Residual streams kept from one forward pass.
+#[derive(Clone, Debug)]
+pub struct Captured {
+    /// `layers[0]` is the embedding output, `layers[i]` the residual after block i;
+    /// each is [b, p, d] with p = 1 for [`Positions::Last`].
+    pub layers: Vec<Tensor>,
+}
+
+impl Model {
+    pub(crate) fn new(family: Box<dyn Family>, info: ModelInfo, device: Device) -> Self {
+        let skip = vec![false; info.n_layers];
+        Self {
+            family,
+            info,
+            device,
+            skip,
+            cached: 0,
+        }
+    }
+
+    pub fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    pub fn n_layers(&self) -> usize {
+        self.info.n_layers
+    }
+
+    /// Number of positions currently held in the KV cache.
+    pub fn cached_len(&self) -> usize {
+        self.cached
+    }
+
+    /// Forget the KV cache (start a new sequence).
+    pub fn reset(&mut self) {
+        self.family.clear_cache();
+        self.cached = 0;
+    }
+
+    /// Skip the given blocks (0-based; block j writes the residual of layer j + 1): their write to
+    /// the residual stream is zeroed. Resets the KV cache, since cached keys depend on it.
+    pub fn set_skipped_blocks(&mut self, blocks: &[usize]) -> Result<()> {
+        let l = self.info.n_layers;
+        if let Some(b) = blocks.iter().find(|&&b| b >= l) {
+            return Err(Error::invalid(format!(
+                "cannot skip block {b}: the model has blocks 0..{l}"
+            )));
+        }
+        self.skip = vec![false; l];
+        blocks.iter().for_each(|&b| self.skip[b] = true);
+        self.reset();
+        Ok(())
+    }
+
+    pub fn skipped_blocks(&self) -> Vec<usize> {
+        (0..self.skip.len()).filter(|&i| self.skip[i]).collect()
+    }
+
+    /// Appends `ids` ([b, s], u32) to the cached sequence and returns the residual streams at the
+    /// requested positions, the embedding output included.
+    pub fn forward_capture(&mut self, ids: &Tensor, positions: Positions) -> Result<Captured> {
+        let (_, s) = ids.dims2()?;
+        if s == 0 {
+            return Err(Error::invalid("forward needs at least one token"));
+        }
+        if self.cached + s > self.info.context_length {
+            return Err(Error::ContextOverflow {
+                requested: self.cached + s,
+                context_length: self.info.context_length,
+                prompt_tokens: self.cached,
+                generate: s,
+            });
+        }
+        let mut layers = Vec::with_capacity(self.info.n_layers + 1);
+        let mut observe = |_: usize, x: &Tensor| -> Result<()> {
+            let kept = match positions {
+                Positions::Last => x.narrow(1, s - 1, 1)?,
+                Positions::All => x.clone(),
+            };
+            layers.push(kept);
+            Ok(())
+        };
+        self.family
+            .forward(ids, self.cached, &self.skip, &mut observe)?;
+        self.cached += s;
+        Ok(Captured { layers })
+    }
+
+    /// The model's own next-token logits at every position of `ids` ([b, s] → [b, s, vocab]),
+    /// without any lens; appends to the cache like [`Model::forward_capture`].
+    pub fn logits(&mut self, ids: &Tensor) -> Result<Tensor> {
+        let (_, s) = ids.dims2()?;
+        if self.cached + s > self.info.context_length {
+            return Err(Error::ContextOverflow {
+                requested: self.cached + s,
+                context_length: self.info.context_length,
+                prompt_tokens: self.cached,
+                generate: s,
+            });
+        }
+        let x = self
+            .family
+            .forward(ids, self.cached, &self.skip, &mut |_, _| Ok(()))?;
+        self.cached += s;
+        self.unembed(&self.final_norm(&x)?)
+    }
+
+    /// The model's final norm.
+    pub fn final_norm(&self, x: &Tensor) -> Result<Tensor> {
+        self.family.final_norm(x)
+    }
+
+    /// Unembedding (plus soft-cap) of normalised states.
+    pub fn unembed(&self, x: &Tensor) -> Result<Tensor> {
+        self.family.unembed(x)
+    }
+
+    /// Hugging Face style `config.json` of the loaded model.
+    pub fn config_json(&self) -> serde_json::Value {
+        self.family.config_json()
+    }
+}
+
+/// Parse a device name: `cpu`, `cuda` or `cuda:N`.
+pub fn parse_device(name: &str) -> Result<Device> {
+    match name {
+        "cpu" => Ok(Device::Cpu),
+        "cuda" => cuda_device(0),
+        other => match other.strip_prefix("cuda:").map(str::parse::<usize>) {
+            Some(Ok(i)) => cuda_device(i),
+            _ => Err(Error::invalid(format!(
+                "unknown device `{other}` (expected cpu, cuda or cuda:N)"
+            ))),
+        },
+    }
+}
+
+fn cuda_device(ordinal: usize) -> Result<Device> {
+    if !candle_core::utils::cuda_is_available() {
+        return Err(Error::Device(
+            "this build has no CUDA support; rebuild with `--features cuda` on a machine with the CUDA toolkit".into(),
+        ));
+    }
+    Device::new_cuda(ordinal).map_err(|e| Error::Device(format!("cannot open cuda:{ordinal}: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn architecture_names() {
+        assert_eq!("gemma3_text".parse::<Architecture>().unwrap(), Architecture::Gemma3);
+        assert_eq!("llama".parse::<Architecture>().unwrap(), Architecture::Llama);
+        let e = "mamba".parse::<Architecture>().unwrap_err().to_string();
+        assert!(e.contains("mamba") && e.contains("gemma3"), "{e}");
+    }
+
+    #[test]
+    fn device_names() {
+        assert!(matches!(parse_device("cpu").unwrap(), Device::Cpu));
+        assert!(parse_device("tpu").unwrap_err().to_string().contains("tpu"));
+        if !candle_core::utils::cuda_is_available() {
+            assert!(parse_device("cuda").unwrap_err().to_string().contains("CUDA"));
+        }
+    }
+}

@@ -1,0 +1,527 @@
+//! Weight storage: GGUF (quantized or dequantized at load) or safetensors (Hugging Face layout),
+//! behind one prefix-scoped accessor that the model files use with Hugging Face tensor names.
+//!
+//! The model code always asks for Hugging Face names (`model.layers.3.self_attn.q_proj.weight`);
+//! a GGUF store translates them to llama.cpp names (`blk.3.attn_q.weight`). This keeps each
+//! family file a single, plain description of the architecture.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+
+use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
+use candle_core::{DType, Device, Tensor};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::model::Architecture;
+
+/// How the weights of the blocks and of the unembedding are held in memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum WeightDType {
+    /// Keep the GGUF quantization (fast to load, small; matmuls quantize activations to 8 bits).
+    #[default]
+    Quantized,
+    F32,
+    F16,
+    BF16,
+}
+
+impl WeightDType {
+    /// The candle dtype of activations for this weight dtype.
+    pub fn activation_dtype(self) -> DType {
+        match self {
+            WeightDType::Quantized | WeightDType::F32 => DType::F32,
+            WeightDType::F16 => DType::F16,
+            WeightDType::BF16 => DType::BF16,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WeightDType::Quantized => "q",
+            WeightDType::F32 => "f32",
+            WeightDType::F16 => "f16",
+            WeightDType::BF16 => "bf16",
+        }
+    }
+}
+
+impl FromStr for WeightDType {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "q" | "quantized" => Ok(WeightDType::Quantized),
+            "f32" | "float32" => Ok(WeightDType::F32),
+            "f16" | "float16" => Ok(WeightDType::F16),
+            "bf16" | "bfloat16" => Ok(WeightDType::BF16),
+            other => Err(Error::invalid(format!(
+                "unknown dtype `{other}` (expected q, f32, f16 or bf16)"
+            ))),
+        }
+    }
+}
+
+/// A weight matrix [out, in], quantized (GGUF blocks) or dense.
+#[derive(Clone, Debug)]
+enum Matrix {
+    Quantized(Arc<QTensor>),
+    Dense(Tensor),
+}
+
+/// A linear layer without bias, `y = x Wᵀ`, over quantized or dense weights.
+///
+/// Quantized weights are multiplied exactly (f32 activations, see [`super::qmatmul`]).
+#[derive(Clone, Debug)]
+pub struct Linear {
+    weight: Matrix,
+}
+
+impl Linear {
+    /// # Shapes
+    /// `x`: [.., in] → [.., out]
+    pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        match &self.weight {
+            Matrix::Quantized(q) => super::qmatmul::forward(q, x),
+            Matrix::Dense(w) => {
+                let w = match *x.dims() {
+                    [b1, b2, _, _] => w.broadcast_left((b1, b2))?.t()?,
+                    [b, _, _] => w.broadcast_left(b)?.t()?,
+                    _ => w.t()?,
+                };
+                x.matmul(&w)
+            }
+        }
+    }
+
+    /// Dense weight as f32 [out, in] (dequantizing if needed).
+    pub fn dense_weight(&self) -> candle_core::Result<Tensor> {
+        match &self.weight {
+            Matrix::Quantized(q) => q.dequantize(&q.device()),
+            Matrix::Dense(t) => t.to_dtype(DType::F32),
+        }
+    }
+}
+
+/// Token embedding table; lookups dequantize only the requested rows.
+#[derive(Clone, Debug)]
+pub struct Embedding {
+    table: Matrix,
+    hidden: usize,
+}
+
+impl Embedding {
+    /// # Shapes
+    /// `ids`: [b, s] (u32) → [b, s, hidden]
+    pub fn forward(&self, ids: &Tensor, dtype: DType) -> candle_core::Result<Tensor> {
+        let rows = match &self.table {
+            Matrix::Quantized(q) => q.embedding(ids)?,
+            Matrix::Dense(w) => {
+                let mut dims = ids.dims().to_vec();
+                dims.push(self.hidden);
+                w.index_select(&ids.flatten_all()?, 0)?.reshape(dims)?
+            }
+        };
+        rows.to_dtype(dtype)
+    }
+
+    pub fn hidden_size(&self) -> usize {
+        self.hidden
+    }
+
+    /// The same storage used as an unembedding (tied embeddings).
+    pub fn as_linear(&self) -> Linear {
+        Linear {
+            weight: self.table.clone(),
+        }
+    }
+}
+
+pub(crate) enum Store {
+    Gguf {
+        path: PathBuf,
+        content: gguf_file::Content,
+        file: Mutex<File>,
+        architecture: Architecture,
+    },
+    Safetensors {
+        folder: PathBuf,
+        tensors: candle_core::safetensors::MmapedSafetensors,
+    },
+}
+
+impl Store {
+    fn describe(&self) -> String {
+        match self {
+            Store::Gguf { path, .. } => format!("GGUF file {}", path.display()),
+            Store::Safetensors { folder, .. } => format!("safetensors in {}", folder.display()),
+        }
+    }
+}
+
+/// Prefix-scoped view of a weight store, in the manner of candle's `VarBuilder`.
+#[derive(Clone)]
+pub struct Weights {
+    store: Arc<Store>,
+    prefix: String,
+    dtype: WeightDType,
+    device: Device,
+}
+
+impl Weights {
+    pub(crate) fn new(store: Store, dtype: WeightDType, device: &Device) -> Result<Self> {
+        if matches!(store, Store::Safetensors { .. }) && dtype == WeightDType::Quantized {
+            return Err(Error::invalid(
+                "--dtype q keeps GGUF quantization and needs a GGUF file; use f32, f16 or bf16 with safetensors",
+            ));
+        }
+        Ok(Self {
+            store: Arc::new(store),
+            prefix: String::new(),
+            dtype,
+            device: device.clone(),
+        })
+    }
+
+    /// Open a GGUF file, reading only its header; tensors are read on demand.
+    pub(crate) fn open_gguf(path: &Path) -> Result<(gguf_file::Content, File)> {
+        let mut file = File::open(path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => Error::ModelNotFound {
+                path: path.to_path_buf(),
+            },
+            _ => Error::io(path, e),
+        })?;
+        let content = gguf_file::Content::read(&mut file).map_err(|e| Error::CorruptGguf {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        // A truncated file still has a readable header: check that every tensor fits.
+        let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        for (name, info) in &content.tensor_infos {
+            let elems = info.shape.elem_count();
+            let bytes = elems / info.ggml_dtype.block_size() * info.ggml_dtype.type_size();
+            let end = content.tensor_data_offset + info.offset + bytes as u64;
+            if end > len {
+                return Err(Error::CorruptGguf {
+                    path: path.to_path_buf(),
+                    reason: format!(
+                        "tensor `{name}` ends at byte {end} but the file has {len} bytes (truncated download?)"
+                    ),
+                });
+            }
+        }
+        Ok((content, file))
+    }
+
+    pub(crate) fn gguf(
+        path: &Path,
+        content: gguf_file::Content,
+        file: File,
+        architecture: Architecture,
+        dtype: WeightDType,
+        device: &Device,
+    ) -> Result<Self> {
+        Self::new(
+            Store::Gguf {
+                path: path.to_path_buf(),
+                content,
+                file: Mutex::new(file),
+                architecture,
+            },
+            dtype,
+            device,
+        )
+    }
+
+    pub(crate) fn safetensors(
+        folder: &Path,
+        files: &[PathBuf],
+        dtype: WeightDType,
+        device: &Device,
+    ) -> Result<Self> {
+        // SAFETY: the files are memory-mapped read-only; modifying them while the model is
+        // loaded is undefined behaviour, as with every mmap-based loader.
+        let tensors = unsafe { candle_core::safetensors::MmapedSafetensors::multi(files) }
+            .map_err(|e| Error::Config(format!("cannot read safetensors: {e}")))?;
+        Self::new(
+            Store::Safetensors {
+                folder: folder.to_path_buf(),
+                tensors,
+            },
+            dtype,
+            device,
+        )
+    }
+
+    /// A view whose names are prefixed with `name.`.
+    pub fn pp(&self, name: impl std::fmt::Display) -> Self {
+        let prefix = if self.prefix.is_empty() {
+            name.to_string()
+        } else {
+            format!("{}.{}", self.prefix, name)
+        };
+        Self {
+            prefix,
+            ..self.clone()
+        }
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    pub fn dtype(&self) -> WeightDType {
+        self.dtype
+    }
+
+    pub fn activation_dtype(&self) -> DType {
+        self.dtype.activation_dtype()
+    }
+
+    /// True when the store is a GGUF file (llama.cpp conventions: permuted Llama Q/K rows,
+    /// Gemma norm weights stored as 1 + w).
+    pub fn is_gguf(&self) -> bool {
+        matches!(*self.store, Store::Gguf { .. })
+    }
+
+    fn full_name(&self, name: &str) -> String {
+        if self.prefix.is_empty() {
+            name.to_string()
+        } else {
+            format!("{}.{}", self.prefix, name)
+        }
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        let full = self.full_name(name);
+        match &*self.store {
+            Store::Gguf {
+                content,
+                architecture,
+                ..
+            } => gguf_name(*architecture, &full)
+                .map(|n| content.tensor_infos.contains_key(&n))
+                .unwrap_or(false),
+            Store::Safetensors { tensors, .. } => tensors.get(&full).is_ok(),
+        }
+    }
+
+    fn missing(&self, full: &str) -> Error {
+        Error::MissingWeight {
+            name: full.to_string(),
+            source_desc: self.store.describe(),
+        }
+    }
+
+    fn qtensor(&self, full: &str) -> Result<QTensor> {
+        let Store::Gguf {
+            path,
+            content,
+            file,
+            architecture,
+        } = &*self.store
+        else {
+            unreachable!("qtensor is only called on GGUF stores")
+        };
+        let gname = gguf_name(*architecture, full).ok_or_else(|| self.missing(full))?;
+        if !content.tensor_infos.contains_key(&gname) {
+            return Err(self.missing(&format!("{full} (GGUF `{gname}`)")));
+        }
+        let mut file = file.lock().map_err(|_| Error::Config("weight file lock poisoned".into()))?;
+        content
+            .tensor(&mut *file, &gname, &self.device)
+            .map_err(|e| Error::CorruptGguf {
+                path: path.clone(),
+                reason: format!("reading tensor `{gname}`: {e}"),
+            })
+    }
+
+    fn dense(&self, full: &str, dtype: DType) -> Result<Tensor> {
+        match &*self.store {
+            Store::Gguf { .. } => Ok(self
+                .qtensor(full)?
+                .dequantize(&self.device)?
+                .to_dtype(dtype)?),
+            Store::Safetensors { tensors, .. } => {
+                let t = tensors.load(full, &self.device).map_err(|_| self.missing(full))?;
+                Ok(t.to_dtype(dtype)?)
+            }
+        }
+    }
+
+    fn matrix(&self, full: &str) -> Result<Matrix> {
+        match (&*self.store, self.dtype) {
+            (Store::Gguf { .. }, WeightDType::Quantized) => {
+                let q = self.qtensor(full)?;
+                // Tensors stored unquantized in the file (F32/F16) gain nothing from the block path.
+                if matches!(q.dtype(), GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16) {
+                    Ok(Matrix::Dense(q.dequantize(&self.device)?))
+                } else {
+                    Ok(Matrix::Quantized(Arc::new(q)))
+                }
+            }
+            _ => Ok(Matrix::Dense(self.dense(full, self.activation_dtype())?)),
+        }
+    }
+
+    /// A bias-free linear layer from `<name>.weight` ([out, in]).
+    pub fn linear(&self, name: &str) -> Result<Linear> {
+        let full = self.full_name(&format!("{name}.weight"));
+        Ok(Linear {
+            weight: self.matrix(&full)?,
+        })
+    }
+
+    /// A one-dimensional weight (norm scales) as f32 on the device.
+    pub fn vector(&self, name: &str) -> Result<Tensor> {
+        let full = self.full_name(name);
+        self.dense(&full, DType::F32)
+    }
+
+    /// A Gemma RMSNorm scale, as the factor the normalised input is multiplied by.
+    /// Hugging Face stores `w` and computes `x̂·(1 + w)`; llama.cpp's converter already stored `1 + w`.
+    pub fn gemma_norm_scale(&self, name: &str) -> Result<Tensor> {
+        let w = self.vector(name)?;
+        if self.is_gguf() {
+            Ok(w)
+        } else {
+            Ok((w + 1.0)?)
+        }
+    }
+
+    /// The token-embedding table `<name>.weight` ([vocab, hidden]).
+    pub fn embedding(&self, name: &str) -> Result<Embedding> {
+        let full = self.full_name(&format!("{name}.weight"));
+        let table = self.matrix(&full)?;
+        let hidden = match &table {
+            Matrix::Quantized(q) => q.shape().dims2()?.1,
+            Matrix::Dense(t) => t.dims2()?.1,
+        };
+        Ok(Embedding { table, hidden })
+    }
+
+    /// Quantization type of a GGUF tensor, if any (for reports).
+    pub fn ggml_dtype(&self, name: &str) -> Option<GgmlDType> {
+        let full = self.full_name(name);
+        match &*self.store {
+            Store::Gguf {
+                content,
+                architecture,
+                ..
+            } => gguf_name(*architecture, &full)
+                .and_then(|n| content.tensor_infos.get(&n))
+                .map(|i| i.ggml_dtype),
+            Store::Safetensors { .. } => None,
+        }
+    }
+}
+
+/// Translate a Hugging Face tensor name to its llama.cpp GGUF name.
+pub(crate) fn gguf_name(arch: Architecture, hf: &str) -> Option<String> {
+    match hf {
+        "model.embed_tokens.weight" => return Some("token_embd.weight".into()),
+        "model.norm.weight" => return Some("output_norm.weight".into()),
+        "lm_head.weight" => return Some("output.weight".into()),
+        "model.rope_freqs.weight" => return Some("rope_freqs.weight".into()),
+        _ => {}
+    }
+    let rest = hf.strip_prefix("model.layers.")?;
+    let (layer, tail) = rest.split_once('.')?;
+    let layer: usize = layer.parse().ok()?;
+    let tail = tail.strip_suffix(".weight")?;
+    let g = match (tail, arch) {
+        ("input_layernorm", _) => "attn_norm",
+        ("self_attn.q_proj", _) => "attn_q",
+        ("self_attn.k_proj", _) => "attn_k",
+        ("self_attn.v_proj", _) => "attn_v",
+        ("self_attn.o_proj", _) => "attn_output",
+        ("self_attn.q_norm", _) => "attn_q_norm",
+        ("self_attn.k_norm", _) => "attn_k_norm",
+        ("post_attention_layernorm", Architecture::Llama) => "ffn_norm",
+        ("post_attention_layernorm", Architecture::Gemma3) => "post_attention_norm",
+        ("pre_feedforward_layernorm", _) => "ffn_norm",
+        ("post_feedforward_layernorm", _) => "post_ffw_norm",
+        ("mlp.gate_proj", _) => "ffn_gate",
+        ("mlp.up_proj", _) => "ffn_up",
+        ("mlp.down_proj", _) => "ffn_down",
+        _ => return None,
+    };
+    Some(format!("blk.{layer}.{g}.weight"))
+}
+
+/// Inverse of [`gguf_name`], used when exporting a GGUF file to the Hugging Face layout.
+pub(crate) fn hf_name(arch: Architecture, gguf: &str) -> Option<String> {
+    match gguf {
+        "token_embd.weight" => return Some("model.embed_tokens.weight".into()),
+        "output_norm.weight" => return Some("model.norm.weight".into()),
+        "output.weight" => return Some("lm_head.weight".into()),
+        _ => {}
+    }
+    let rest = gguf.strip_prefix("blk.")?;
+    let (layer, tail) = rest.split_once('.')?;
+    let layer: usize = layer.parse().ok()?;
+    let tail = tail.strip_suffix(".weight")?;
+    let h = match (tail, arch) {
+        ("attn_norm", _) => "input_layernorm",
+        ("attn_q", _) => "self_attn.q_proj",
+        ("attn_k", _) => "self_attn.k_proj",
+        ("attn_v", _) => "self_attn.v_proj",
+        ("attn_output", _) => "self_attn.o_proj",
+        ("attn_q_norm", _) => "self_attn.q_norm",
+        ("attn_k_norm", _) => "self_attn.k_norm",
+        ("ffn_norm", Architecture::Llama) => "post_attention_layernorm",
+        ("ffn_norm", Architecture::Gemma3) => "pre_feedforward_layernorm",
+        ("post_attention_norm", _) => "post_attention_layernorm",
+        ("post_ffw_norm", _) => "post_feedforward_layernorm",
+        ("ffn_gate", _) => "mlp.gate_proj",
+        ("ffn_up", _) => "mlp.up_proj",
+        ("ffn_down", _) => "mlp.down_proj",
+        _ => return None,
+    };
+    Some(format!("model.layers.{layer}.{h}.weight"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_for_both_families() {
+        for arch in [Architecture::Llama, Architecture::Gemma3] {
+            for hf in [
+                "model.embed_tokens.weight",
+                "model.norm.weight",
+                "lm_head.weight",
+                "model.layers.7.input_layernorm.weight",
+                "model.layers.7.self_attn.q_proj.weight",
+                "model.layers.7.self_attn.k_norm.weight",
+                "model.layers.7.post_attention_layernorm.weight",
+                "model.layers.7.mlp.down_proj.weight",
+            ] {
+                let g = gguf_name(arch, hf).unwrap();
+                assert_eq!(hf_name(arch, &g).unwrap(), hf, "{arch:?} {hf} -> {g}");
+            }
+        }
+        assert_eq!(
+            gguf_name(Architecture::Gemma3, "model.layers.0.post_attention_layernorm.weight")
+                .unwrap(),
+            "blk.0.post_attention_norm.weight"
+        );
+        assert_eq!(
+            gguf_name(Architecture::Llama, "model.layers.0.post_attention_layernorm.weight")
+                .unwrap(),
+            "blk.0.ffn_norm.weight"
+        );
+        assert!(gguf_name(Architecture::Llama, "model.layers.x.mlp.up_proj.weight").is_none());
+    }
+
+    #[test]
+    fn dtype_parses_and_rejects_unknown() {
+        assert_eq!("q".parse::<WeightDType>().unwrap(), WeightDType::Quantized);
+        assert_eq!("BF16".parse::<WeightDType>().unwrap(), WeightDType::BF16);
+        let err = "int3".parse::<WeightDType>().unwrap_err().to_string();
+        assert!(err.contains("int3") && err.contains("f32"), "{err}");
+    }
+}

@@ -1,0 +1,329 @@
+//! Running prompts and generations through a model and its lens into [`EntropyProfile`]s.
+
+use candle_core::Tensor;
+use candle_transformers::generation::{LogitsProcessor, Sampling as CandleSampling};
+use indicatif::ProgressBar;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::lens::{DistStats, Lens, StatSpec};
+use crate::model::{load, Captured, LoadOptions, LoadedModel, Model, ModelSource, Positions, TextTokenizer};
+use crate::profile::{EntropyProfile, PositionProfile};
+
+/// How the next token is chosen.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sampling {
+    /// 0 means greedy (argmax, smallest id on ties).
+    pub temperature: f64,
+    /// Nucleus sampling mass (None: sample from the whole distribution).
+    pub top_p: Option<f64>,
+    pub seed: u64,
+}
+
+impl Default for Sampling {
+    fn default() -> Self {
+        Self {
+            temperature: 0.0,
+            top_p: None,
+            seed: 42,
+        }
+    }
+}
+
+/// One profiling job: a prompt, and optionally a generation from it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProfileRequest {
+    pub prompt: String,
+    /// Number of tokens to generate (0: the prompt only).
+    pub generate: usize,
+    /// Keep generating after the end-of-sequence token.
+    pub ignore_eos: bool,
+    /// Measure every prompt position, not only the last.
+    pub all_positions: bool,
+    /// Apply the tokenizer's BOS rule (false: never prepend BOS).
+    pub add_bos: bool,
+    /// Wrap the prompt in the model's chat template as a user turn.
+    pub chat: bool,
+    /// Also measure layer 0 (the embedding output).
+    pub include_embed: bool,
+    pub sampling: Sampling,
+}
+
+impl Default for ProfileRequest {
+    fn default() -> Self {
+        Self {
+            prompt: String::new(),
+            generate: 0,
+            ignore_eos: false,
+            all_positions: false,
+            add_bos: true,
+            chat: false,
+            include_embed: false,
+            sampling: Sampling::default(),
+        }
+    }
+}
+
+impl ProfileRequest {
+    pub fn new(prompt: impl Into<String>) -> Self {
+        Self {
+            prompt: prompt.into(),
+            ..Default::default()
+        }
+    }
+
+    pub fn generate(mut self, n: usize) -> Self {
+        self.generate = n;
+        self
+    }
+
+    pub fn all_positions(mut self, on: bool) -> Self {
+        self.all_positions = on;
+        self
+    }
+
+    pub fn ignore_eos(mut self, on: bool) -> Self {
+        self.ignore_eos = on;
+        self
+    }
+
+    pub fn chat(mut self, on: bool) -> Self {
+        self.chat = on;
+        self
+    }
+
+    pub fn include_embed(mut self, on: bool) -> Self {
+        self.include_embed = on;
+        self
+    }
+
+    pub fn sampling(mut self, sampling: Sampling) -> Self {
+        self.sampling = sampling;
+        self
+    }
+}
+
+/// A model, its tokenizer and a lens: the object notebooks and the CLI work with.
+pub struct Profiler {
+    pub model: Model,
+    pub tokenizer: TextTokenizer,
+    lens: Lens,
+}
+
+impl Profiler {
+    pub fn new(loaded: LoadedModel, spec: StatSpec) -> Result<Self> {
+        Ok(Self {
+            model: loaded.model,
+            tokenizer: loaded.tokenizer,
+            lens: Lens::new(spec)?,
+        })
+    }
+
+    /// Loads `model` (GGUF file, Hugging Face folder or Hub id) with default statistics.
+    pub fn load(model: &str, opts: &LoadOptions) -> Result<Self> {
+        Self::new(load(&ModelSource::parse(model)?, opts)?, StatSpec::default())
+    }
+
+    /// Loads the default model (see [`ModelSource::default_model`]) on the CPU.
+    pub fn load_default() -> Result<Self> {
+        Self::new(
+            load(&ModelSource::default_model()?, &LoadOptions::default())?,
+            StatSpec::default(),
+        )
+    }
+
+    pub fn lens(&self) -> &Lens {
+        &self.lens
+    }
+
+    /// Replace the statistics computed (validated).
+    pub fn set_spec(&mut self, spec: StatSpec) -> Result<()> {
+        self.lens = Lens::new(spec)?;
+        Ok(())
+    }
+
+    /// Token ids the request's prompt runs on. An empty prompt runs on BOS alone.
+    pub fn prompt_ids(&self, req: &ProfileRequest) -> Result<Vec<u32>> {
+        let ids = if req.chat {
+            // Templates write BOS themselves when the model wants it.
+            let text = self.tokenizer.apply_chat_template(&req.prompt)?;
+            self.tokenizer.encode(&text, false)?
+        } else {
+            self.tokenizer.encode(&req.prompt, req.add_bos)?
+        };
+        if !ids.is_empty() {
+            return Ok(ids);
+        }
+        match self.tokenizer.bos_token_id() {
+            Some(bos) => Ok(vec![bos]),
+            None => Err(Error::invalid(
+                "the prompt is empty and this model has no BOS token to run on; give a non-empty prompt",
+            )),
+        }
+    }
+
+    /// Profile of the prompt at every position (no generation).
+    pub fn profile_prompt(&mut self, prompt: &str) -> Result<EntropyProfile> {
+        self.run(&ProfileRequest::new(prompt).all_positions(true))
+    }
+
+    /// Greedy generation of `n` tokens with a profile for each.
+    pub fn generate(&mut self, prompt: &str, n: usize) -> Result<EntropyProfile> {
+        self.run(&ProfileRequest::new(prompt).generate(n))
+    }
+
+    pub fn run(&mut self, req: &ProfileRequest) -> Result<EntropyProfile> {
+        self.run_with_progress(req, None)
+    }
+
+    /// Runs `req`; `progress` (when given) advances once per generated token.
+    pub fn run_with_progress(
+        &mut self,
+        req: &ProfileRequest,
+        progress: Option<&ProgressBar>,
+    ) -> Result<EntropyProfile> {
+        if req.sampling.temperature < 0.0 || req.sampling.temperature.is_nan() {
+            return Err(Error::invalid(format!(
+                "temperature must be ≥ 0, got {}",
+                req.sampling.temperature
+            )));
+        }
+        if let Some(p) = req.sampling.top_p {
+            if !(p > 0.0 && p <= 1.0) {
+                return Err(Error::invalid(format!(
+                    "sampling top-p must be in (0, 1], got {p}"
+                )));
+            }
+        }
+        let prompt_ids = self.prompt_ids(req)?;
+        let n = prompt_ids.len();
+        let context = self.model.info().context_length;
+        if n + req.generate > context {
+            return Err(Error::ContextOverflow {
+                requested: n + req.generate,
+                context_length: context,
+                prompt_tokens: n,
+                generate: req.generate,
+            });
+        }
+        let alphas = self.lens.spec().alphas.clone();
+        let mut sampler = sampler(&req.sampling);
+        let eos = self.tokenizer.eos_token_ids().to_vec();
+
+        self.model.reset();
+        let device = self.model.device().clone();
+        let ids = Tensor::new(prompt_ids.as_slice(), &device)?.unsqueeze(0)?;
+        let positions = if req.all_positions {
+            Positions::All
+        } else {
+            Positions::Last
+        };
+        let captured = self.model.forward_capture(&ids, positions)?;
+        let first = if req.all_positions { 0 } else { n - 1 };
+        let (mut entries, mut logits) =
+            self.measure(&captured, first, req.include_embed, &alphas)?;
+
+        let mut generated: Vec<u32> = Vec::with_capacity(req.generate);
+        for step in 0..req.generate {
+            let next = match &mut sampler {
+                None => argmax(&logits),
+                Some(s) => s.sample(&Tensor::from_slice(&logits, logits.len(), &candle_core::Device::Cpu)?)?,
+            };
+            generated.push(next);
+            if let Some(bar) = progress {
+                bar.inc(1);
+            }
+            let stop = !req.ignore_eos && eos.contains(&next);
+            if stop || step + 1 == req.generate {
+                break;
+            }
+            let ids = Tensor::new(&[next], &device)?.unsqueeze(0)?;
+            let captured = self.model.forward_capture(&ids, Positions::Last)?;
+            let (more, l) = self.measure(&captured, n + step, req.include_embed, &alphas)?;
+            entries.extend(more);
+            logits = l;
+        }
+
+        let all: Vec<u32> = prompt_ids.iter().chain(&generated).copied().collect();
+        Ok(EntropyProfile {
+            model: self.model.info().name.clone(),
+            prompt: req.prompt.clone(),
+            n_layers: self.model.n_layers(),
+            tokens: all.iter().map(|&i| self.tokenizer.token_text(i)).collect(),
+            generated_text: self.tokenizer.decode(&generated)?,
+            prompt_ids,
+            generated_ids: generated,
+            top_p: self.lens.spec().top_p,
+            positions: entries,
+        })
+    }
+
+    /// Lens statistics of captured residuals; returns one entry per captured position (the first
+    /// being `first_position`) and the last position's final-layer logits.
+    fn measure(
+        &self,
+        captured: &Captured,
+        first_position: usize,
+        include_embed: bool,
+        alphas: &[f64],
+    ) -> Result<(Vec<PositionProfile>, Vec<f32>)> {
+        let layers = &captured.layers;
+        let l = self.model.n_layers();
+        let from = if include_embed { 0 } else { 1 };
+        let used: Vec<&Tensor> = layers[from..].iter().collect();
+        let per_pos = used.len();
+        // [b, p, d] per layer → [p, layers, d] → rows ordered position-major.
+        let stacked = Tensor::stack(&used, 2)?;
+        let (b, p, nl, d) = stacked.dims4()?;
+        if b != 1 {
+            return Err(Error::invalid("the runner profiles one sequence at a time"));
+        }
+        let rows = stacked.reshape((p * nl, d))?;
+        let keep = p * nl - 1; // last position, last block: the model's own distribution
+        let out = self.lens.apply_keep_logits(&self.model, &rows, Some(keep))?;
+        let stats: Vec<DistStats> = out.stats;
+        let entries = (0..p)
+            .map(|i| {
+                let row = &stats[i * per_pos..(i + 1) * per_pos];
+                let (embed, blocks) = if include_embed {
+                    (Some(&row[0]), &row[1..])
+                } else {
+                    (None, row)
+                };
+                debug_assert_eq!(blocks.len(), l);
+                PositionProfile::from_stats(first_position + i, alphas, embed, blocks)
+            })
+            .collect();
+        let logits = out
+            .kept_logits
+            .ok_or_else(|| Error::Data("lens returned no logits for the last row".into()))?;
+        Ok((entries, logits))
+    }
+}
+
+fn sampler(s: &Sampling) -> Option<LogitsProcessor> {
+    if s.temperature <= 0.0 {
+        return None;
+    }
+    let sampling = match s.top_p {
+        Some(p) if p < 1.0 => CandleSampling::TopP {
+            p,
+            temperature: s.temperature,
+        },
+        _ => CandleSampling::All {
+            temperature: s.temperature,
+        },
+    };
+    Some(LogitsProcessor::from_sampling(s.seed, sampling))
+}
+
+/// Greedy choice: the largest logit, smallest id among equals.
+pub fn argmax(logits: &[f32]) -> u32 {
+    let mut best = 0usize;
+    for (i, &v) in logits.iter().enumerate() {
+        if v > logits[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
