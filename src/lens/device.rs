@@ -20,9 +20,7 @@ pub(super) fn chunk_stats(logits: &Tensor, spec: &StatSpec) -> Result<Vec<DistSt
     let s = e.sum_keepdim(D::Minus1)?;
     let t = (&e * &d)?.sum_keepdim(D::Minus1)?;
     let to_host = |x: &Tensor| -> Result<Vec<f64>> {
-        Ok(x.flatten_all()?
-            .to_dtype(DType::F64)?
-            .to_vec1::<f64>()?)
+        Ok(x.flatten_all()?.to_dtype(DType::F64)?.to_vec1::<f64>()?)
     };
     let s_host = to_host(&s)?;
     let t_host = to_host(&t)?;
@@ -92,12 +90,19 @@ pub(super) fn chunk_stats(logits: &Tensor, spec: &StatSpec) -> Result<Vec<DistSt
     let above = e.broadcast_gt(&thr_t)?;
     let count_above = to_host(&above.to_dtype(DType::F32)?.sum(D::Minus1)?)?;
     let mass_above = to_host(&above.where_cond(&e, &e.zeros_like()?)?.sum(D::Minus1)?)?;
-    let count_at = to_host(&e.broadcast_eq(&thr_t)?.to_dtype(DType::F32)?.sum(D::Minus1)?)?;
+    let count_at = to_host(
+        &e.broadcast_eq(&thr_t)?
+            .to_dtype(DType::F32)?
+            .sum(D::Minus1)?,
+    )?;
     let top_p_count: Vec<u32> = (0..rows)
         .map(|r| {
             let t = thr[r] as f64;
             let ties = if t > 0.0 {
-                ((target[r] - mass_above[r]) / t).ceil().max(1.0).min(count_at[r].max(1.0))
+                ((target[r] - mass_above[r]) / t)
+                    .ceil()
+                    .max(1.0)
+                    .min(count_at[r].max(1.0))
             } else {
                 count_at[r]
             };

@@ -114,6 +114,8 @@ fn cpu_chunk_stats(logits: &Tensor, spec: &StatSpec) -> Result<Vec<DistStats>> {
     let data = &cpu.as_slice::<f32>()?[layout.start_offset()..];
     let data = &data[..logits.elem_count()];
     data.par_chunks(vocab)
-        .map_init(Scratch::default, |scratch, row| row_stats(row, spec, scratch))
+        .map_init(Scratch::default, |scratch, row| {
+            row_stats(row, spec, scratch)
+        })
         .collect()
 }

@@ -142,7 +142,7 @@ fn exp_f32(x: f32) -> f32 {
     let p = p * r + 8.333_452e-3;
     let p = p * r + 4.166_579_6e-2;
     let p = p * r + 1.666_666_5e-1;
-    let p = p * r + 5.000_000_1e-1;
+    let p = p * r + 0.5;
     let y = p * r * r + r + 1.0;
     y * f32::from_bits(((n_int + 127) as u32) << 23)
 }
@@ -251,7 +251,13 @@ fn top_k(z: &[f32], k: usize) -> Vec<(u32, f32)> {
 /// Size (and optionally ids) of the smallest set of most likely tokens with mass ≥ p, from the
 /// unnormalised weights `e` (max 1). Two passes: a histogram over the top bits of `e` finds the
 /// bucket where the cumulative mass crosses p, then that bucket alone is sorted.
-fn top_p_set(e: &[f32], p: f64, want_ids: bool, scratch_count: &mut Vec<u32>, scratch_sum: &mut Vec<f64>) -> (u32, Option<Vec<u32>>) {
+fn top_p_set(
+    e: &[f32],
+    p: f64,
+    want_ids: bool,
+    scratch_count: &mut Vec<u32>,
+    scratch_sum: &mut Vec<f64>,
+) -> (u32, Option<Vec<u32>>) {
     scratch_count.clear();
     scratch_count.resize(N_BUCKETS, 0);
     scratch_sum.clear();
@@ -386,7 +392,12 @@ mod tests {
             -logp.iter().cloned().fold(f64::NEG_INFINITY, f64::max)
         } else {
             let mx = logp.iter().cloned().fold(f64::NEG_INFINITY, f64::max) * alpha;
-            (mx + logp.iter().map(|&l| (alpha * l - mx).exp()).sum::<f64>().ln()) / (1.0 - alpha)
+            (mx + logp
+                .iter()
+                .map(|&l| (alpha * l - mx).exp())
+                .sum::<f64>()
+                .ln())
+                / (1.0 - alpha)
         }
     }
 
@@ -394,7 +405,9 @@ mod tests {
         let mut x = seed;
         (0..n)
             .map(|_| {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 ((x >> 33) as f32 / (1u64 << 31) as f32 - 0.5) * spread
             })
             .collect()
@@ -424,10 +437,18 @@ mod tests {
         for (n, spread) in [(49_152, 30.0), (1000, 2.0), (262_144, 60.0), (77, 0.0)] {
             let z = logits(n, n as u64, spread);
             let st = row_stats(&z, &spec, &mut scratch).unwrap();
-            assert!((st.shannon - reference(&z, 1.0)).abs() < 2e-5, "{n}: {}", st.shannon);
+            assert!(
+                (st.shannon - reference(&z, 1.0)).abs() < 2e-5,
+                "{n}: {}",
+                st.shannon
+            );
             for (k, &a) in spec.alphas.iter().enumerate() {
                 let r = reference(&z, a);
-                assert!((st.renyi[k] - r).abs() < 2e-5, "n={n} α={a}: {} vs {r}", st.renyi[k]);
+                assert!(
+                    (st.renyi[k] - r).abs() < 2e-5,
+                    "n={n} α={a}: {} vs {r}",
+                    st.renyi[k]
+                );
             }
         }
         // Uniform: every entropy is ln n.
@@ -440,12 +461,26 @@ mod tests {
     #[test]
     fn top_p_matches_sorting() {
         let mut scratch = Scratch::default();
-        for (seed, spread, p) in [(1, 8.0, 0.6), (2, 20.0, 0.6), (3, 3.0, 0.9), (4, 8.0, 1.0), (5, 0.0, 0.6)] {
+        for (seed, spread, p) in [
+            (1, 8.0, 0.6),
+            (2, 20.0, 0.6),
+            (3, 3.0, 0.9),
+            (4, 8.0, 1.0),
+            (5, 0.0, 0.6),
+        ] {
             let z = logits(5000, seed, spread);
-            let spec = StatSpec { top_p: p, top_p_ids: true, ..Default::default() };
+            let spec = StatSpec {
+                top_p: p,
+                top_p_ids: true,
+                ..Default::default()
+            };
             let st = row_stats(&z, &spec, &mut scratch).unwrap();
             let m = z.iter().cloned().fold(f32::NEG_INFINITY, f32::max) as f64;
-            let mut probs: Vec<(f64, u32)> = z.iter().enumerate().map(|(i, &v)| ((v as f64 - m).exp(), i as u32)).collect();
+            let mut probs: Vec<(f64, u32)> = z
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| ((v as f64 - m).exp(), i as u32))
+                .collect();
             let total: f64 = probs.iter().map(|x| x.0).sum();
             probs.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
             let mut cum = 0.0;
@@ -466,14 +501,30 @@ mod tests {
         // A sharp distribution: one token.
         let mut z = vec![0.0f32; 100];
         z[42] = 50.0;
-        let st = row_stats(&z, &StatSpec { top_p_ids: true, ..Default::default() }, &mut scratch).unwrap();
+        let st = row_stats(
+            &z,
+            &StatSpec {
+                top_p_ids: true,
+                ..Default::default()
+            },
+            &mut scratch,
+        )
+        .unwrap();
         assert_eq!((st.top_p_count, st.top_p_ids.unwrap()), (1, vec![42]));
     }
 
     #[test]
     fn top_k_breaks_ties_by_id() {
         let z = vec![1.0, 3.0, 3.0, 2.0, 3.0, -1.0];
-        let st = row_stats(&z, &StatSpec { top_k: 4, ..Default::default() }, &mut Scratch::default()).unwrap();
+        let st = row_stats(
+            &z,
+            &StatSpec {
+                top_k: 4,
+                ..Default::default()
+            },
+            &mut Scratch::default(),
+        )
+        .unwrap();
         let ids: Vec<u32> = st.top_k.iter().map(|x| x.0).collect();
         assert_eq!(ids, vec![1, 2, 4, 3]);
         let total: f64 = z.iter().map(|&v| (v as f64 - 3.0).exp()).sum();
@@ -484,18 +535,34 @@ mod tests {
     fn support_entropy_counts_tokens_above_threshold() {
         // p = [0.5, 0.25, 0.25, ~0]: three tokens above 1e-6.
         let z = vec![2f32.ln(), 0.0, 0.0, -40.0];
-        let spec = StatSpec { alphas: vec![0.0], ..Default::default() };
+        let spec = StatSpec {
+            alphas: vec![0.0],
+            ..Default::default()
+        };
         let st = row_stats(&z, &spec, &mut Scratch::default()).unwrap();
         assert!((st.renyi[0] - 3f64.ln()).abs() < 1e-12);
     }
 
     #[test]
     fn bad_parameters_are_rejected() {
-        let bad_alpha = StatSpec { alphas: vec![-0.5], ..Default::default() };
-        assert!(bad_alpha.validate().unwrap_err().to_string().contains("≥ 0"));
+        let bad_alpha = StatSpec {
+            alphas: vec![-0.5],
+            ..Default::default()
+        };
+        assert!(bad_alpha
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("≥ 0"));
         for p in [0.0, 1.5, f64::NAN] {
-            let s = StatSpec { top_p: p, ..Default::default() };
-            assert!(s.validate().unwrap_err().to_string().contains("(0, 1]"), "{p}");
+            let s = StatSpec {
+                top_p: p,
+                ..Default::default()
+            };
+            assert!(
+                s.validate().unwrap_err().to_string().contains("(0, 1]"),
+                "{p}"
+            );
         }
         assert!(parse_alpha("-1").is_err());
         assert!(parse_alpha("abc").is_err());

@@ -66,7 +66,9 @@ impl RopeScalingConfig {
                 original_max_position_embeddings: self
                     .original_max_position_embeddings
                     .ok_or_else(|| {
-                        Error::Config("rope_scaling needs `original_max_position_embeddings`".into())
+                        Error::Config(
+                            "rope_scaling needs `original_max_position_embeddings`".into(),
+                        )
                     })?,
             }),
             Some(other) => Err(Error::Config(format!(
@@ -197,13 +199,22 @@ mod tests {
                 "original_max_position_embeddings": 8192, "rope_type": "llama3"}"#,
         )
         .unwrap();
-        assert!(matches!(c.to_scaling().unwrap(), RopeScaling::Llama3 { factor, .. } if factor == 32.0));
-        let c: RopeScalingConfig = serde_json::from_str(r#"{"type": "linear", "factor": 8.0}"#).unwrap();
+        assert!(
+            matches!(c.to_scaling().unwrap(), RopeScaling::Llama3 { factor, .. } if factor == 32.0)
+        );
+        let c: RopeScalingConfig =
+            serde_json::from_str(r#"{"type": "linear", "factor": 8.0}"#).unwrap();
         assert_eq!(c.to_scaling().unwrap(), RopeScaling::Linear { factor: 8.0 });
-        let c: RopeScalingConfig = serde_json::from_str(r#"{"rope_type": "yarn", "factor": 8.0}"#).unwrap();
+        let c: RopeScalingConfig =
+            serde_json::from_str(r#"{"rope_type": "yarn", "factor": 8.0}"#).unwrap();
         assert!(c.to_scaling().unwrap_err().to_string().contains("yarn"));
-        let c: RopeScalingConfig = serde_json::from_str(r#"{"rope_type": "llama3", "factor": 8.0}"#).unwrap();
-        assert!(c.to_scaling().unwrap_err().to_string().contains("low_freq_factor"));
+        let c: RopeScalingConfig =
+            serde_json::from_str(r#"{"rope_type": "llama3", "factor": 8.0}"#).unwrap();
+        assert!(c
+            .to_scaling()
+            .unwrap_err()
+            .to_string()
+            .contains("low_freq_factor"));
     }
 
     #[test]

@@ -36,7 +36,13 @@ pub fn export_gguf_to_hf(gguf: &Path, out: &Path, shards: usize) -> Result<()> {
         Architecture::Gemma3 => {
             let cfg = gemma3::Config::from_gguf(&md)?;
             let types: Vec<&str> = (0..cfg.num_hidden_layers)
-                .map(|i| if cfg.is_global(i) { "full_attention" } else { "sliding_attention" })
+                .map(|i| {
+                    if cfg.is_global(i) {
+                        "full_attention"
+                    } else {
+                        "sliding_attention"
+                    }
+                })
                 .collect();
             let mut c = serde_json::to_value(&cfg)?;
             c["layer_types"] = json!(types);
@@ -81,6 +87,7 @@ pub fn export_gguf_to_hf(gguf: &Path, out: &Path, shards: usize) -> Result<()> {
         }
         tensors.push((name, t));
     }
+    tensors.sort_by(|a, b| a.0.cmp(&b.0));
 
     // Greedy balance of bytes across shards, keeping name order within each shard.
     let total: usize = tensors.iter().map(|(_, t)| t.elem_count() * 4).sum();
@@ -88,12 +95,13 @@ pub fn export_gguf_to_hf(gguf: &Path, out: &Path, shards: usize) -> Result<()> {
     let mut shard_of: Vec<usize> = Vec::with_capacity(tensors.len());
     let (mut shard, mut filled) = (0usize, 0usize);
     for (_, t) in &tensors {
-        if filled >= per_shard && shard + 1 < shards {
+        let size = t.elem_count() * 4;
+        if filled > 0 && filled + size > per_shard && shard + 1 < shards {
             shard += 1;
             filled = 0;
         }
         shard_of.push(shard);
-        filled += t.elem_count() * 4;
+        filled += size;
     }
     let shard_name = |i: usize| format!("model-{:05}-of-{:05}.safetensors", i + 1, shards);
     let mut weight_map = serde_json::Map::new();
@@ -113,7 +121,10 @@ pub fn export_gguf_to_hf(gguf: &Path, out: &Path, shards: usize) -> Result<()> {
     let index = json!({"metadata": {"total_size": total}, "weight_map": weight_map});
     write_json(&out.join("model.safetensors.index.json"), &index)?;
     write_json(&out.join("config.json"), &config)?;
-    write_json(&out.join("tokenizer_config.json"), &tokenizer.tokenizer_config_json())?;
+    write_json(
+        &out.join("tokenizer_config.json"),
+        &tokenizer.tokenizer_config_json(),
+    )?;
     let tok_path = out.join("tokenizer.json");
     std::fs::write(&tok_path, tokenizer.to_json()?).map_err(|e| Error::io(&tok_path, e))?;
     Ok(())
@@ -159,9 +170,6 @@ mod tests {
             .reshape((h * hd, inp))
             .unwrap();
         let back = unpermute_rows(&permuted, h).unwrap();
-        assert_eq!(
-            back.to_vec2::<f32>().unwrap(),
-            w.to_vec2::<f32>().unwrap()
-        );
+        assert_eq!(back.to_vec2::<f32>().unwrap(), w.to_vec2::<f32>().unwrap());
     }
 }

@@ -6,8 +6,8 @@ use candle_core::{DType, Device, Tensor};
 use serde::{Deserialize, Serialize};
 
 use super::config::{EosTokenIds, GgufMetadata, RopeScalingConfig};
-use super::layers::{attention, attention_mask, gelu_tanh, soft_cap, KvCache, RmsNorm, Rotary};
 use super::layers::RopeScaling;
+use super::layers::{attention, attention_mask, gelu_tanh, soft_cap, KvCache, RmsNorm, Rotary};
 use super::weights::{Embedding, Linear, Weights};
 use super::{Family, Observer};
 use crate::error::{Error, Result};
@@ -78,7 +78,9 @@ impl Config {
             head_dim as f64
         };
         let rope_scaling = match md.opt_str("gemma3.rope.scaling.type")? {
-            Some("linear") => Some(RopeScalingConfig::linear(md.f64("gemma3.rope.scaling.factor")?)),
+            Some("linear") => Some(RopeScalingConfig::linear(
+                md.f64("gemma3.rope.scaling.factor")?,
+            )),
             _ => None,
         };
         Ok(Self {
@@ -86,7 +88,9 @@ impl Config {
             intermediate_size: md.usize("gemma3.feed_forward_length")?,
             num_hidden_layers: layers,
             num_attention_heads: heads,
-            num_key_value_heads: md.opt_usize("gemma3.attention.head_count_kv")?.unwrap_or(heads),
+            num_key_value_heads: md
+                .opt_usize("gemma3.attention.head_count_kv")?
+                .unwrap_or(heads),
             head_dim,
             rms_norm_eps: md.f64("gemma3.attention.layer_norm_rms_epsilon")?,
             rope_theta: md.opt_f64("gemma3.rope.freq_base")?.unwrap_or(1_000_000.0),
@@ -101,7 +105,9 @@ impl Config {
             vocab_size: md.vocab_size("gemma3.vocab_size")?,
             tie_word_embeddings: !md.has_tensor("output.weight"),
             bos_token_id: md.opt_u32("tokenizer.ggml.bos_token_id")?,
-            eos_token_id: md.opt_u32("tokenizer.ggml.eos_token_id")?.map(EosTokenIds::One),
+            eos_token_id: md
+                .opt_u32("tokenizer.ggml.eos_token_id")?
+                .map(EosTokenIds::One),
         })
     }
 
@@ -109,7 +115,13 @@ impl Config {
     pub fn is_global(&self, i: usize) -> bool {
         match &self.layer_types {
             Some(types) => types.get(i).is_some_and(|t| t == "full_attention"),
-            None => (i + 1) % self.sliding_window_pattern.unwrap_or(SLIDING_WINDOW_PATTERN) == 0,
+            None => {
+                (i + 1)
+                    % self
+                        .sliding_window_pattern
+                        .unwrap_or(SLIDING_WINDOW_PATTERN)
+                    == 0
+            }
         }
     }
 
@@ -172,15 +184,25 @@ impl Attention {
     fn forward(&mut self, x: &Tensor, step: &Step) -> candle_core::Result<Tensor> {
         let (b, s, _) = x.dims3()?;
         let heads = |t: Tensor, n: usize| t.reshape((b, s, n, self.head_dim))?.transpose(1, 2);
-        let q = self.q_norm.forward(&heads(self.q_proj.forward(x)?, self.n_heads)?)?;
-        let k = self.k_norm.forward(&heads(self.k_proj.forward(x)?, self.n_kv_heads)?)?;
+        let q = self
+            .q_norm
+            .forward(&heads(self.q_proj.forward(x)?, self.n_heads)?)?;
+        let k = self
+            .k_norm
+            .forward(&heads(self.k_proj.forward(x)?, self.n_kv_heads)?)?;
         let v = heads(self.v_proj.forward(x)?, self.n_kv_heads)?;
-        let rope = if self.is_global { &step.global } else { &step.local };
+        let rope = if self.is_global {
+            &step.global
+        } else {
+            &step.local
+        };
         let q = rope.rotary.apply(&q, &rope.cos, &rope.sin)?;
         let k = rope.rotary.apply(&k, &rope.cos, &rope.sin)?;
         let (k, v) = self.cache.append(&k, &v)?;
         let y = attention(&q, &k, &v, rope.mask.as_ref(), self.scale)?;
-        let y = y.transpose(1, 2)?.reshape((b, s, self.n_heads * self.head_dim))?;
+        let y = y
+            .transpose(1, 2)?
+            .reshape((b, s, self.n_heads * self.head_dim))?;
         self.o_proj.forward(&y)
     }
 }
@@ -234,9 +256,13 @@ impl Block {
     }
 
     fn forward(&mut self, x: &Tensor, step: &Step) -> candle_core::Result<Tensor> {
-        let a = self.self_attn.forward(&self.input_layernorm.forward(x)?, step)?;
+        let a = self
+            .self_attn
+            .forward(&self.input_layernorm.forward(x)?, step)?;
         let h = (x + self.post_attention_layernorm.forward(&a)?)?;
-        let m = self.mlp.forward(&self.pre_feedforward_layernorm.forward(&h)?)?;
+        let m = self
+            .mlp
+            .forward(&self.pre_feedforward_layernorm.forward(&h)?)?;
         &h + self.post_feedforward_layernorm.forward(&m)?
     }
 }
@@ -360,7 +386,9 @@ impl Family for Gemma3 {
     }
 
     fn clear_cache(&mut self) {
-        self.layers.iter_mut().for_each(|b| b.self_attn.cache.clear());
+        self.layers
+            .iter_mut()
+            .for_each(|b| b.self_attn.cache.clear());
     }
 
     fn config_json(&self) -> serde_json::Value {

@@ -82,8 +82,8 @@ impl Rotary {
                     if wavelen > low_wavelen {
                         *f /= factor;
                     } else if wavelen >= high_wavelen {
-                        let smooth =
-                            (old / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+                        let smooth = (old / wavelen - low_freq_factor)
+                            / (high_freq_factor - low_freq_factor);
                         *f = (1.0 - smooth) * *f / factor + smooth * *f;
                     }
                 }
@@ -234,7 +234,9 @@ mod tests {
 
     #[test]
     fn mask_is_causal_and_windowed() {
-        let m = attention_mask(0, 4, Some(2), &Device::Cpu).unwrap().unwrap();
+        let m = attention_mask(0, 4, Some(2), &Device::Cpu)
+            .unwrap()
+            .unwrap();
         let v: Vec<Vec<f32>> = m.to_vec2().unwrap();
         let visible: Vec<Vec<bool>> = v
             .iter()
@@ -250,8 +252,12 @@ mod tests {
             ]
         );
         // A single decode step with a short cache needs no mask; a long one does.
-        assert!(attention_mask(3, 1, Some(8), &Device::Cpu).unwrap().is_none());
-        let m = attention_mask(3, 1, Some(2), &Device::Cpu).unwrap().unwrap();
+        assert!(attention_mask(3, 1, Some(8), &Device::Cpu)
+            .unwrap()
+            .is_none());
+        let m = attention_mask(3, 1, Some(2), &Device::Cpu)
+            .unwrap()
+            .unwrap();
         let v: Vec<Vec<f32>> = m.to_vec2().unwrap();
         assert_eq!(v[0].iter().filter(|x| x.is_finite()).count(), 2);
         assert!(v[0][3].is_finite() && v[0][2].is_finite() && !v[0][1].is_finite());
@@ -303,7 +309,11 @@ mod tests {
         let idx = Tensor::new(idx.as_slice(), &Device::Cpu).unwrap();
         let xp = x.index_select(&idx, 3).unwrap();
         let (c, s) = rot_h.tables(5, 3, &Device::Cpu).unwrap();
-        let yh = rot_h.apply(&x, &c, &s).unwrap().index_select(&idx, 3).unwrap();
+        let yh = rot_h
+            .apply(&x, &c, &s)
+            .unwrap()
+            .index_select(&idx, 3)
+            .unwrap();
         let yi = rot_i.apply(&xp, &c, &s).unwrap();
         let diff = (yh - yi)
             .unwrap()

@@ -55,7 +55,9 @@ impl Config {
         let hidden_size = md.usize("llama.embedding_length")?;
         let heads = md.usize("llama.attention.head_count")?;
         let rope_scaling = match md.opt_str("llama.rope.scaling.type")? {
-            Some("linear") => Some(RopeScalingConfig::linear(md.f64("llama.rope.scaling.factor")?)),
+            Some("linear") => Some(RopeScalingConfig::linear(
+                md.f64("llama.rope.scaling.factor")?,
+            )),
             _ => None,
         };
         Ok(Self {
@@ -72,7 +74,9 @@ impl Config {
             vocab_size: md.vocab_size("llama.vocab_size")?,
             tie_word_embeddings: !md.has_tensor("output.weight"),
             bos_token_id: md.opt_u32("tokenizer.ggml.bos_token_id")?,
-            eos_token_id: md.opt_u32("tokenizer.ggml.eos_token_id")?.map(EosTokenIds::One),
+            eos_token_id: md
+                .opt_u32("tokenizer.ggml.eos_token_id")?
+                .map(EosTokenIds::One),
         })
     }
 
@@ -85,7 +89,10 @@ impl Config {
             )));
         }
         if self.head_dim() % 2 != 0 {
-            return Err(Error::Config(format!("head_dim {} must be even", self.head_dim())));
+            return Err(Error::Config(format!(
+                "head_dim {} must be even",
+                self.head_dim()
+            )));
         }
         Ok(())
     }
@@ -129,7 +136,9 @@ impl Attention {
         let (k, v) = self.cache.append(&k, &v)?;
         let scale = 1.0 / (self.head_dim as f64).sqrt();
         let y = attention(&q, &k, &v, step.mask.as_ref(), scale)?;
-        let y = y.transpose(1, 2)?.reshape((b, s, self.n_heads * self.head_dim))?;
+        let y = y
+            .transpose(1, 2)?
+            .reshape((b, s, self.n_heads * self.head_dim))?;
         self.o_proj.forward(&y)
     }
 }
@@ -177,8 +186,12 @@ impl Block {
     }
 
     fn forward(&mut self, x: &Tensor, step: &Step) -> candle_core::Result<Tensor> {
-        let h = (x + self.self_attn.forward(&self.input_layernorm.forward(x)?, step)?)?;
-        &h + self.mlp.forward(&self.post_attention_layernorm.forward(&h)?)?
+        let h = (x + self
+            .self_attn
+            .forward(&self.input_layernorm.forward(x)?, step)?)?;
+        &h + self
+            .mlp
+            .forward(&self.post_attention_layernorm.forward(&h)?)?
     }
 }
 
@@ -275,7 +288,9 @@ impl Family for Llama {
     }
 
     fn clear_cache(&mut self) {
-        self.layers.iter_mut().for_each(|b| b.self_attn.cache.clear());
+        self.layers
+            .iter_mut()
+            .for_each(|b| b.self_attn.cache.clear());
     }
 
     fn config_json(&self) -> serde_json::Value {

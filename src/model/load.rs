@@ -23,7 +23,10 @@ pub enum ModelSource {
     /// A folder in Hugging Face layout: `config.json`, `*.safetensors`, `tokenizer.json`.
     HfFolder(PathBuf),
     /// A Hugging Face Hub repository (downloaded into the Hub cache, `HF_HOME` honoured).
-    HubRepo { repo: String, revision: Option<String> },
+    HubRepo {
+        repo: String,
+        revision: Option<String>,
+    },
 }
 
 impl ModelSource {
@@ -164,23 +167,35 @@ pub fn load(source: &ModelSource, opts: &LoadOptions) -> Result<LoadedModel> {
 fn load_gguf(path: &Path, source: &ModelSource, opts: &LoadOptions) -> Result<LoadedModel> {
     let (content, file) = Weights::open_gguf(path)?;
     let md = GgufMetadata::new(&content);
-    let arch_name = md.str("general.architecture").map_err(|_| Error::CorruptGguf {
-        path: path.to_path_buf(),
-        reason: "no general.architecture key".into(),
-    })?;
+    let arch_name = md
+        .str("general.architecture")
+        .map_err(|_| Error::CorruptGguf {
+            path: path.to_path_buf(),
+            reason: "no general.architecture key".into(),
+        })?;
     let architecture: Architecture = arch_name.parse()?;
     let tokenizer = TextTokenizer::from_gguf(&md)?;
     let dtype = opts.dtype.unwrap_or(WeightDType::Quantized);
     let (family, info): (Box<dyn Family>, _) = match architecture {
         Architecture::Llama => {
             let cfg = llama::Config::from_gguf(&md)?;
-            let info = (cfg.num_hidden_layers, cfg.hidden_size, cfg.vocab_size, cfg.max_position_embeddings);
+            let info = (
+                cfg.num_hidden_layers,
+                cfg.hidden_size,
+                cfg.vocab_size,
+                cfg.max_position_embeddings,
+            );
             let w = Weights::gguf(path, content, file, architecture, dtype, &opts.device)?;
             (Box::new(llama::Llama::new(&cfg, &w)?), info)
         }
         Architecture::Gemma3 => {
             let cfg = gemma3::Config::from_gguf(&md)?;
-            let info = (cfg.num_hidden_layers, cfg.hidden_size, cfg.vocab_size, cfg.max_position_embeddings);
+            let info = (
+                cfg.num_hidden_layers,
+                cfg.hidden_size,
+                cfg.vocab_size,
+                cfg.max_position_embeddings,
+            );
             let w = Weights::gguf(path, content, file, architecture, dtype, &opts.device)?;
             (Box::new(gemma3::Gemma3::new(&cfg, &w)?), info)
         }
@@ -208,9 +223,9 @@ pub fn safetensors_files(folder: &Path) -> Result<Vec<PathBuf>> {
         let text = std::fs::read_to_string(&index).map_err(|e| Error::io(&index, e))?;
         let v: serde_json::Value = serde_json::from_str(&text)
             .map_err(|e| Error::Config(format!("{} is not valid JSON: {e}", index.display())))?;
-        let map = v["weight_map"].as_object().ok_or_else(|| {
-            Error::Config(format!("{} has no weight_map", index.display()))
-        })?;
+        let map = v["weight_map"]
+            .as_object()
+            .ok_or_else(|| Error::Config(format!("{} has no weight_map", index.display())))?;
         let mut files: Vec<String> = map
             .values()
             .filter_map(|f| f.as_str().map(str::to_string))
@@ -263,12 +278,22 @@ fn load_hf_folder(folder: &Path, source: &ModelSource, opts: &LoadOptions) -> Re
     let (family, info): (Box<dyn Family>, _) = match architecture {
         Architecture::Llama => {
             let cfg: llama::Config = serde_json::from_value(cfg_json).map_err(parse_err)?;
-            let info = (cfg.num_hidden_layers, cfg.hidden_size, cfg.vocab_size, cfg.max_position_embeddings);
+            let info = (
+                cfg.num_hidden_layers,
+                cfg.hidden_size,
+                cfg.vocab_size,
+                cfg.max_position_embeddings,
+            );
             (Box::new(llama::Llama::new(&cfg, &w)?), info)
         }
         Architecture::Gemma3 => {
             let cfg: gemma3::Config = serde_json::from_value(cfg_json).map_err(parse_err)?;
-            let info = (cfg.num_hidden_layers, cfg.hidden_size, cfg.vocab_size, cfg.max_position_embeddings);
+            let info = (
+                cfg.num_hidden_layers,
+                cfg.hidden_size,
+                cfg.vocab_size,
+                cfg.max_position_embeddings,
+            );
             (Box::new(gemma3::Gemma3::new(&cfg, &w)?), info)
         }
     };

@@ -283,8 +283,14 @@ mod tests {
 
     #[test]
     fn architecture_names() {
-        assert_eq!("gemma3_text".parse::<Architecture>().unwrap(), Architecture::Gemma3);
-        assert_eq!("llama".parse::<Architecture>().unwrap(), Architecture::Llama);
+        assert_eq!(
+            "gemma3_text".parse::<Architecture>().unwrap(),
+            Architecture::Gemma3
+        );
+        assert_eq!(
+            "llama".parse::<Architecture>().unwrap(),
+            Architecture::Llama
+        );
         let e = "mamba".parse::<Architecture>().unwrap_err().to_string();
         assert!(e.contains("mamba") && e.contains("gemma3"), "{e}");
     }
@@ -294,7 +300,10 @@ mod tests {
         assert!(matches!(parse_device("cpu").unwrap(), Device::Cpu));
         assert!(parse_device("tpu").unwrap_err().to_string().contains("tpu"));
         if !candle_core::utils::cuda_is_available() {
-            assert!(parse_device("cuda").unwrap_err().to_string().contains("CUDA"));
+            assert!(parse_device("cuda")
+                .unwrap_err()
+                .to_string()
+                .contains("CUDA"));
         }
     }
 }

@@ -6,8 +6,6 @@
 //! 0.6 nats; dequantizing the weights instead gives the f32 model's numbers exactly (up to
 //! summation order) while the weights stay quantized in memory.
 
-use std::borrow::Cow;
-
 use candle_core::quantized::k_quants::{
     BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
     BlockQ8K, BlockQ8_0, BlockQ8_1, GgmlType,
@@ -39,8 +37,8 @@ pub fn forward(w: &QTensor, x: &Tensor) -> candle_core::Result<Tensor> {
     let in_dtype = x.dtype();
     let x2 = x.to_dtype(DType::F32)?.reshape((m, k))?.contiguous()?;
 
-    let dense = !matches!(x.device(), Device::Cpu)
-        || (m >= DENSE_MIN_ROWS && n * k * 4 <= DENSE_MAX_BYTES);
+    let dense =
+        !matches!(x.device(), Device::Cpu) || (m >= DENSE_MIN_ROWS && n * k * 4 <= DENSE_MAX_BYTES);
     let y = if dense {
         let wd = w.dequantize(x.device())?;
         x2.matmul(&wd.t()?)?
@@ -64,7 +62,14 @@ pub fn forward(w: &QTensor, x: &Tensor) -> candle_core::Result<Tensor> {
     y.reshape(out_dims)?.to_dtype(in_dtype)
 }
 
-fn fused(dtype: GgmlDType, data: &Cow<[u8]>, n: usize, k: usize, xs: &[f32], m: usize) -> Option<Vec<f32>> {
+fn fused(
+    dtype: GgmlDType,
+    data: &[u8],
+    n: usize,
+    k: usize,
+    xs: &[f32],
+    m: usize,
+) -> Option<Vec<f32>> {
     macro_rules! go {
         ($t:ty) => {
             rows_times::<$t>(data, n, k, xs, m)
@@ -102,7 +107,13 @@ fn blocks<T: GgmlType>(data: &[u8]) -> Option<&[T]> {
 }
 
 /// `out[i, j] = x_i · dequant(w_j)`, weight rows in parallel.
-fn rows_times<T: GgmlType>(data: &[u8], n: usize, k: usize, xs: &[f32], m: usize) -> Option<Vec<f32>> {
+fn rows_times<T: GgmlType>(
+    data: &[u8],
+    n: usize,
+    k: usize,
+    xs: &[f32],
+    m: usize,
+) -> Option<Vec<f32>> {
     if k % T::BLCK_SIZE != 0 {
         return None;
     }
@@ -199,7 +210,13 @@ mod tests {
 
     #[test]
     fn fused_product_equals_dequantized_product() {
-        for dtype in [GgmlDType::Q4_1, GgmlDType::Q5_0, GgmlDType::Q8_0, GgmlDType::Q4K, GgmlDType::Q6K] {
+        for dtype in [
+            GgmlDType::Q4_1,
+            GgmlDType::Q5_0,
+            GgmlDType::Q8_0,
+            GgmlDType::Q4K,
+            GgmlDType::Q6K,
+        ] {
             let (n, k) = (48, 512);
             let w = Tensor::from_vec(pseudo(n * k, 7), (n, k), &Device::Cpu).unwrap();
             let q = QTensor::quantize(&w, dtype).unwrap();
@@ -210,9 +227,25 @@ mod tests {
                 let x = Tensor::from_vec(x, (m, k), &Device::Cpu).unwrap();
                 let ours = forward(&q, &x).unwrap();
                 let reference = x.matmul(&wd.t().unwrap()).unwrap();
-                let diff = (ours - &reference).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
-                let scale = reference.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
-                assert!(diff <= 1e-5 * scale, "{dtype:?} m={m}: {diff} vs scale {scale}");
+                let diff = (ours - &reference)
+                    .unwrap()
+                    .abs()
+                    .unwrap()
+                    .max_all()
+                    .unwrap()
+                    .to_scalar::<f32>()
+                    .unwrap();
+                let scale = reference
+                    .abs()
+                    .unwrap()
+                    .max_all()
+                    .unwrap()
+                    .to_scalar::<f32>()
+                    .unwrap();
+                assert!(
+                    diff <= 1e-5 * scale,
+                    "{dtype:?} m={m}: {diff} vs scale {scale}"
+                );
             }
         }
     }

@@ -54,7 +54,9 @@ impl TextTokenizer {
     pub fn from_gguf(md: &GgufMetadata) -> Result<Self> {
         let doc = gguf_tokenizer_json(md)?;
         let inner: Tokenizer = serde_json::from_value(doc).map_err(|e| {
-            Error::Tokenizer(format!("cannot build the tokenizer from GGUF metadata: {e}"))
+            Error::Tokenizer(format!(
+                "cannot build the tokenizer from GGUF metadata: {e}"
+            ))
         })?;
         let bos = md.opt_u32("tokenizer.ggml.bos_token_id")?;
         let eos = md.opt_u32("tokenizer.ggml.eos_token_id")?;
@@ -99,13 +101,18 @@ impl TextTokenizer {
         let gen_cfg = read("generation_config.json")?.unwrap_or(Value::Null);
 
         let token_id = |v: &Value| -> Option<u32> {
-            let s = v.as_str().or_else(|| v.get("content").and_then(Value::as_str))?;
+            let s = v
+                .as_str()
+                .or_else(|| v.get("content").and_then(Value::as_str))?;
             inner.token_to_id(s)
         };
         let ids = |v: &Value| -> Vec<u32> {
             match v {
                 Value::Number(n) => n.as_u64().map(|x| vec![x as u32]).unwrap_or_default(),
-                Value::Array(a) => a.iter().filter_map(|x| x.as_u64().map(|x| x as u32)).collect(),
+                Value::Array(a) => a
+                    .iter()
+                    .filter_map(|x| x.as_u64().map(|x| x as u32))
+                    .collect(),
                 _ => vec![],
             }
         };
@@ -113,7 +120,11 @@ impl TextTokenizer {
             .get("bos_token")
             .and_then(token_id)
             .or_else(|| ids(&model_cfg["bos_token_id"]).first().copied());
-        let mut eos: Vec<u32> = tok_cfg.get("eos_token").and_then(token_id).into_iter().collect();
+        let mut eos: Vec<u32> = tok_cfg
+            .get("eos_token")
+            .and_then(token_id)
+            .into_iter()
+            .collect();
         for id in ids(&model_cfg["eos_token_id"])
             .into_iter()
             .chain(ids(&gen_cfg["eos_token_id"]))
@@ -216,9 +227,10 @@ impl TextTokenizer {
     /// The prompt rendered through the model's chat template as one user turn, ready for the
     /// model's answer.
     pub fn apply_chat_template(&self, user: &str) -> Result<String> {
-        let template = self.chat_template.as_deref().ok_or_else(|| {
-            Error::invalid("this model has no chat template; run without --chat")
-        })?;
+        let template = self
+            .chat_template
+            .as_deref()
+            .ok_or_else(|| Error::invalid("this model has no chat template; run without --chat"))?;
         let mut env = minijinja::Environment::new();
         minijinja_contrib::add_to_environment(&mut env);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
@@ -233,7 +245,10 @@ impl TextTokenizer {
         );
         env.add_template("chat", template)
             .map_err(|e| Error::Tokenizer(format!("invalid chat template: {e}")))?;
-        let text = |id: Option<u32>| id.and_then(|i| self.inner.id_to_token(i)).unwrap_or_default();
+        let text = |id: Option<u32>| {
+            id.and_then(|i| self.inner.id_to_token(i))
+                .unwrap_or_default()
+        };
         env.get_template("chat")
             .and_then(|t| {
                 t.render(minijinja::context! {
@@ -288,9 +303,13 @@ fn gguf_tokenizer_json(md: &GgufMetadata) -> Result<Value> {
             tokens.len()
         )));
     }
-    let add_bos = md.opt_bool("tokenizer.ggml.add_bos_token")?.unwrap_or(false);
+    let add_bos = md
+        .opt_bool("tokenizer.ggml.add_bos_token")?
+        .unwrap_or(false);
     let bos = md.opt_u32("tokenizer.ggml.bos_token_id")?;
-    let add_space_prefix = md.opt_bool("tokenizer.ggml.add_space_prefix")?.unwrap_or(false);
+    let add_space_prefix = md
+        .opt_bool("tokenizer.ggml.add_space_prefix")?
+        .unwrap_or(false);
 
     let spm = match kind {
         "gpt2" => false,
@@ -488,6 +507,9 @@ mod tests {
             .collect();
         let p = |a: &str, b: &str| (a.to_string(), b.to_string());
         // abc splits as (a, bc) and (ab, c): same score; longer left half first.
-        assert_eq!(pairs, vec![p("b", "c"), p("a", "b"), p("ab", "c"), p("a", "bc")]);
+        assert_eq!(
+            pairs,
+            vec![p("b", "c"), p("a", "b"), p("ab", "c"), p("a", "bc")]
+        );
     }
 }

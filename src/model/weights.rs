@@ -329,7 +329,9 @@ impl Weights {
         if !content.tensor_infos.contains_key(&gname) {
             return Err(self.missing(&format!("{full} (GGUF `{gname}`)")));
         }
-        let mut file = file.lock().map_err(|_| Error::Config("weight file lock poisoned".into()))?;
+        let mut file = file
+            .lock()
+            .map_err(|_| Error::Config("weight file lock poisoned".into()))?;
         content
             .tensor(&mut *file, &gname, &self.device)
             .map_err(|e| Error::CorruptGguf {
@@ -345,7 +347,9 @@ impl Weights {
                 .dequantize(&self.device)?
                 .to_dtype(dtype)?),
             Store::Safetensors { tensors, .. } => {
-                let t = tensors.load(full, &self.device).map_err(|_| self.missing(full))?;
+                let t = tensors
+                    .load(full, &self.device)
+                    .map_err(|_| self.missing(full))?;
                 Ok(t.to_dtype(dtype)?)
             }
         }
@@ -505,13 +509,19 @@ mod tests {
             }
         }
         assert_eq!(
-            gguf_name(Architecture::Gemma3, "model.layers.0.post_attention_layernorm.weight")
-                .unwrap(),
+            gguf_name(
+                Architecture::Gemma3,
+                "model.layers.0.post_attention_layernorm.weight"
+            )
+            .unwrap(),
             "blk.0.post_attention_norm.weight"
         );
         assert_eq!(
-            gguf_name(Architecture::Llama, "model.layers.0.post_attention_layernorm.weight")
-                .unwrap(),
+            gguf_name(
+                Architecture::Llama,
+                "model.layers.0.post_attention_layernorm.weight"
+            )
+            .unwrap(),
             "blk.0.ffn_norm.weight"
         );
         assert!(gguf_name(Architecture::Llama, "model.layers.x.mlp.up_proj.weight").is_none());

@@ -28,7 +28,11 @@ pub fn gemma3() -> PathBuf {
 
 /// The golden reference of a model file (by file stem).
 pub fn golden(model_file: &Path) -> Value {
-    let stem = model_file.file_stem().unwrap().to_string_lossy().into_owned();
+    let stem = model_file
+        .file_stem()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/golden")
         .join(format!("{stem}.json"));

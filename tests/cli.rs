@@ -1,0 +1,330 @@
+//! The `entropy-lens profile` contract, through the real binary: JSON Lines shape, values against
+//! the golden reference, the skip switch, and clear errors (nonzero exit, no panic) on bad input.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use candle_core::quantized::gguf_file::{self, Value as GgufValue};
+use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::{Device, Tensor};
+use serde_json::Value;
+
+use common::{cli, f64s, golden, u32s};
+
+fn run(args: &[&str]) -> Output {
+    Command::new(cli())
+        .args(args)
+        .output()
+        .expect("running the entropy-lens binary")
+}
+
+fn json_lines(out: &Output) -> Vec<Value> {
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Runs a command that must fail cleanly; returns its stderr.
+fn fails(args: &[&str]) -> String {
+    let out = run(args);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "expected failure for {args:?}");
+    assert!(!stderr.contains("panicked"), "panic for {args:?}: {stderr}");
+    assert!(
+        stderr.contains("error"),
+        "no error message for {args:?}: {stderr}"
+    );
+    stderr
+}
+
+fn smollm2() -> String {
+    common::smollm2().to_string_lossy().into_owned()
+}
+
+#[test]
+fn profile_json_follows_the_contract_and_matches_the_reference() {
+    let model = smollm2();
+    let prompt = "The Eiffel Tower is located in the city of";
+    let out = run(&[
+        "profile",
+        "--model",
+        &model,
+        "--prompt",
+        prompt,
+        "--generate",
+        "4",
+        "--alpha",
+        "0.5",
+        "2",
+        "inf",
+        "--top-k",
+        "3",
+        "--json",
+    ]);
+    let lines = json_lines(&out);
+    assert_eq!(lines.len(), 1);
+    let p = &lines[0];
+    let l = 30;
+    assert_eq!(p["n_layers"], 30);
+    assert_eq!(p["prompt"], prompt);
+    assert_eq!(p["model"], "SmolLM2-135M-Instruct.Q4_1");
+    let ids = u32s(&p["prompt_ids"]);
+    let gold = golden(&common::smollm2());
+    assert_eq!(ids, u32s(&gold["prompts"][0]["token_ids"]));
+    let generated = u32s(&p["generated_ids"]);
+    let positions = p["positions"].as_array().unwrap();
+    // N generated tokens give N entries: the last prompt position, then each generated token but the last.
+    assert_eq!(generated.len(), 4);
+    assert_eq!(positions.len(), 4);
+    for (t, pos) in positions.iter().enumerate() {
+        assert_eq!(
+            pos["position"].as_u64().unwrap() as usize,
+            ids.len() - 1 + t
+        );
+        assert_eq!(f64s(&pos["shannon"]).len(), l);
+        for key in ["0.5", "2", "inf"] {
+            assert_eq!(f64s(&pos["renyi"][key]).len(), l, "renyi {key}");
+        }
+        assert_eq!(pos["top_p_count"].as_array().unwrap().len(), l);
+        let top_k = pos["top_k"].as_array().unwrap();
+        assert_eq!(top_k.len(), l);
+        for layer in top_k {
+            let pairs = layer.as_array().unwrap();
+            assert_eq!(pairs.len(), 3);
+            assert!(pairs[0][0].is_u64() && pairs[0][1].as_f64().unwrap() > 0.0);
+        }
+    }
+    // The greedy token is the argmax of the last layer.
+    assert_eq!(
+        positions[0]["top_k"][l - 1][0][0].as_u64().unwrap() as u32,
+        generated[0]
+    );
+    // First entry = the reference's last prompt position (quantized weights, exact matmul).
+    let last = ids.len() - 1;
+    let ours = f64s(&positions[0]["shannon"]);
+    let theirs = f64s(&gold["prompts"][0]["layers"]["shannon"][last]);
+    let worst = ours
+        .iter()
+        .zip(&theirs)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    assert!(
+        worst < 1e-4,
+        "CLI Shannon differs from the reference by {worst}"
+    );
+    let ours = f64s(&positions[0]["renyi"]["inf"]);
+    let theirs = f64s(&gold["prompts"][0]["layers"]["renyi"]["inf"][last]);
+    let worst = ours
+        .iter()
+        .zip(&theirs)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    assert!(
+        worst < 1e-4,
+        "CLI Rényi ∞ differs from the reference by {worst}"
+    );
+}
+
+#[test]
+fn all_positions_prompts_file_and_empty_prompt() {
+    let model = smollm2();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prompts.jsonl");
+    std::fs::write(
+        &file,
+        "{\"prompt\": \"Write a poem about a planet\"}\n\n{\"prompt\": \"\", \"label\": \"blank\"}\n",
+    )
+    .unwrap();
+    let out = run(&[
+        "profile",
+        "--model",
+        &model,
+        "--prompts",
+        file.to_str().unwrap(),
+        "--all-positions",
+        "--generate",
+        "2",
+        "--ignore-eos",
+        "--json",
+    ]);
+    let lines = json_lines(&out);
+    assert_eq!(lines.len(), 2);
+    // 6 prompt positions + 1 for the first generated token.
+    assert_eq!(lines[0]["prompt_ids"].as_array().unwrap().len(), 6);
+    let pos: Vec<u64> = lines[0]["positions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["position"].as_u64().unwrap())
+        .collect();
+    assert_eq!(pos, (0..7).collect::<Vec<u64>>());
+    // The blank prompt runs on SmolLM2's BOS token alone, as the reference's fallback does.
+    let gold = golden(&common::smollm2());
+    let fb = &gold["prompts"][5]["bos_fallback"];
+    assert_eq!(u32s(&lines[1]["prompt_ids"]), u32s(&fb["token_ids"]));
+    let ours = f64s(&lines[1]["positions"][0]["shannon"]);
+    let theirs = f64s(&fb["layers"]["shannon"][0]);
+    let worst = ours
+        .iter()
+        .zip(&theirs)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    assert!(worst < 1e-4, "blank prompt differs by {worst}");
+}
+
+#[test]
+fn skipping_a_block_leaves_the_residual_unchanged() {
+    let model = smollm2();
+    let prompt = "Once upon a time,";
+    let base = json_lines(&run(&[
+        "profile", "--model", &model, "--prompt", prompt, "--json",
+    ]));
+    let skipped = json_lines(&run(&[
+        "profile", "--model", &model, "--prompt", prompt, "--skip", "5,12", "--json",
+    ]));
+    let h0 = f64s(&base[0]["positions"][0]["shannon"]);
+    let h = f64s(&skipped[0]["positions"][0]["shannon"]);
+    // Blocks before the first skipped one are untouched.
+    for j in 0..5 {
+        assert_eq!(h[j], h0[j], "layer {j}");
+    }
+    // A skipped block writes nothing: its output equals its input.
+    assert_eq!(h[5], h[4]);
+    assert_eq!(h[12], h[11]);
+    assert_ne!(h[6], h0[6]);
+    let err = fails(&[
+        "profile", "--model", &model, "--prompt", prompt, "--skip", "30", "--json",
+    ]);
+    assert!(err.contains("block 30"), "{err}");
+}
+
+#[test]
+fn bad_inputs_fail_with_clear_messages() {
+    let model = smollm2();
+    let dir = tempfile::tempdir().unwrap();
+
+    let err = fails(&["profile", "--model", "/no/such/model.gguf", "--prompt", "x"]);
+    assert!(
+        err.contains("not found") && err.contains("/no/such/model.gguf"),
+        "{err}"
+    );
+
+    // Truncated download: the header survives, the tensors do not.
+    let truncated = dir.path().join("truncated.gguf");
+    let bytes = std::fs::read(&model).unwrap();
+    std::fs::write(&truncated, &bytes[..bytes.len() / 3]).unwrap();
+    let err = fails(&[
+        "profile",
+        "--model",
+        truncated.to_str().unwrap(),
+        "--prompt",
+        "x",
+    ]);
+    assert!(
+        err.contains("truncated") || err.contains("not a valid GGUF"),
+        "{err}"
+    );
+
+    let garbage = dir.path().join("garbage.gguf");
+    std::fs::write(&garbage, b"this is not a gguf file at all, just text").unwrap();
+    let err = fails(&[
+        "profile",
+        "--model",
+        garbage.to_str().unwrap(),
+        "--prompt",
+        "x",
+    ]);
+    assert!(err.contains("not a valid GGUF"), "{err}");
+
+    // A well-formed GGUF of an architecture we do not implement.
+    let mamba = dir.path().join("mamba.gguf");
+    write_gguf(&mamba, "mamba");
+    let err = fails(&[
+        "profile",
+        "--model",
+        mamba.to_str().unwrap(),
+        "--prompt",
+        "x",
+    ]);
+    assert!(err.contains("mamba") && err.contains("supported"), "{err}");
+
+    let err = fails(&[
+        "profile", "--model", &model, "--prompt", "x", "--alpha", "-1",
+    ]);
+    assert!(err.contains("α") && err.contains("-1"), "{err}");
+    for p in ["0", "1.5", "-0.2"] {
+        let err = fails(&["profile", "--model", &model, "--prompt", "x", "--top-p", p]);
+        assert!(err.contains("(0, 1]"), "{err}");
+    }
+
+    let err = fails(&[
+        "profile",
+        "--model",
+        &model,
+        "--prompt",
+        "x",
+        "--generate",
+        "100000",
+    ]);
+    assert!(
+        err.contains("context length") && err.contains("8192"),
+        "{err}"
+    );
+
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(
+        &bad,
+        "{\"prompt\": \"fine\"}\n{\"text\": \"no prompt key\"}\n",
+    )
+    .unwrap();
+    let err = fails(&[
+        "profile",
+        "--model",
+        &model,
+        "--prompts",
+        bad.to_str().unwrap(),
+    ]);
+    assert!(err.contains("line 2") && err.contains("prompt"), "{err}");
+    std::fs::write(&bad, "not json\n").unwrap();
+    let err = fails(&[
+        "profile",
+        "--model",
+        &model,
+        "--prompts",
+        bad.to_str().unwrap(),
+    ]);
+    assert!(err.contains("line 1"), "{err}");
+
+    let err = fails(&[
+        "profile", "--model", &model, "--prompt", "x", "--dtype", "int3",
+    ]);
+    assert!(err.contains("int3"), "{err}");
+    let err = fails(&[
+        "profile", "--model", &model, "--prompt", "x", "--device", "tpu",
+    ]);
+    assert!(err.contains("tpu"), "{err}");
+}
+
+/// A minimal, valid GGUF file declaring `architecture`.
+fn write_gguf(path: &Path, architecture: &str) {
+    let arch = GgufValue::String(architecture.to_string());
+    let t = Tensor::zeros((4, 32), candle_core::DType::F32, &Device::Cpu).unwrap();
+    let q = QTensor::quantize(&t, GgmlDType::F32).unwrap();
+    let mut f = std::fs::File::create(path).unwrap();
+    gguf_file::write(
+        &mut f,
+        &[("general.architecture", &arch)],
+        &[("token_embd.weight", &q)],
+    )
+    .unwrap();
+}
