@@ -14,12 +14,13 @@ use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{DType, Device, Storage, Tensor};
 use rayon::prelude::*;
 
-/// Weight rows per parallel task.
+/// Weight rows per parallel task in the row-dot path.
 const ROWS_PER_TASK: usize = 16;
-/// Dequantize the whole weight and use a dense GEMM when it has at most this many bytes in f32
-/// and at least [`DENSE_MIN_ROWS`] activation rows share it.
-const DENSE_MAX_BYTES: usize = 64 << 20;
-const DENSE_MIN_ROWS: usize = 32;
+/// Activation rows up to which each weight row is decoded and dotted directly; above, weight rows
+/// are dequantized in tiles and multiplied with a GEMM micro-kernel.
+const ROW_DOT_MAX_M: usize = 4;
+/// f32 elements of a dequantized weight tile (fits in L2).
+const TILE_ELEMS: usize = 32 * 1024;
 
 /// `x Wᵀ` for a quantized `W` ([n, k]) and `x` ([.., k]) → [.., n], exact in f32.
 pub fn forward(w: &QTensor, x: &Tensor) -> candle_core::Result<Tensor> {
@@ -37,32 +38,28 @@ pub fn forward(w: &QTensor, x: &Tensor) -> candle_core::Result<Tensor> {
     let in_dtype = x.dtype();
     let x2 = x.to_dtype(DType::F32)?.reshape((m, k))?.contiguous()?;
 
-    let dense =
-        !matches!(x.device(), Device::Cpu) || (m >= DENSE_MIN_ROWS && n * k * 4 <= DENSE_MAX_BYTES);
-    let y = if dense {
+    if !matches!(x.device(), Device::Cpu) {
+        // On an accelerator, dequantizing the whole matrix is cheap next to the product.
         let wd = w.dequantize(x.device())?;
-        x2.matmul(&wd.t()?)?
-    } else {
-        let data = w.data()?;
+        return x2.matmul(&wd.t()?)?.reshape(out_dims)?.to_dtype(in_dtype);
+    }
+    let data = w.data()?;
+    let out = {
         let (storage, layout) = x2.storage_and_layout();
         let Storage::Cpu(cpu) = &*storage else {
             candle_core::bail!("expected a CPU tensor")
         };
         let xs = &cpu.as_slice::<f32>()?[layout.start_offset()..layout.start_offset() + m * k];
-        let out = match fused(w.dtype(), &data, n, k, xs, m) {
-            Some(out) => out,
-            None => {
-                drop(storage);
-                let wd = w.dequantize(&Device::Cpu)?;
-                return x2.matmul(&wd.t()?)?.reshape(out_dims)?.to_dtype(in_dtype);
-            }
-        };
-        Tensor::from_vec(out, (m, n), &Device::Cpu)?
+        cpu_product(w.dtype(), &data, n, k, xs, m)
+    };
+    let y = match out {
+        Some(out) => Tensor::from_vec(out, (m, n), &Device::Cpu)?,
+        None => x2.matmul(&w.dequantize(&Device::Cpu)?.t()?)?,
     };
     y.reshape(out_dims)?.to_dtype(in_dtype)
 }
 
-fn fused(
+fn cpu_product(
     dtype: GgmlDType,
     data: &[u8],
     n: usize,
@@ -70,9 +67,22 @@ fn fused(
     xs: &[f32],
     m: usize,
 ) -> Option<Vec<f32>> {
+    if m <= ROW_DOT_MAX_M {
+        // Byte-level decoders for the common types; candle's `to_float` for the others.
+        match dtype {
+            GgmlDType::Q4_1 => return row_dot::<Q4_1>(data, n, k, xs, m),
+            GgmlDType::Q5_0 => return row_dot::<Q5_0>(data, n, k, xs, m),
+            GgmlDType::Q8_0 => return row_dot::<Q8_0>(data, n, k, xs, m),
+            _ => {}
+        }
+    }
     macro_rules! go {
         ($t:ty) => {
-            rows_times::<$t>(data, n, k, xs, m)
+            if m <= ROW_DOT_MAX_M {
+                row_dot::<ToFloat<$t>>(data, n, k, xs, m)
+            } else {
+                tiled::<$t>(data, n, k, xs, m)
+            }
         };
     }
     match dtype {
@@ -106,37 +116,105 @@ fn blocks<T: GgmlType>(data: &[u8]) -> Option<&[T]> {
     Some(unsafe { std::slice::from_raw_parts(data.as_ptr() as *const T, data.len() / size) })
 }
 
-/// `out[i, j] = x_i · dequant(w_j)`, weight rows in parallel.
-fn rows_times<T: GgmlType>(
-    data: &[u8],
-    n: usize,
-    k: usize,
-    xs: &[f32],
-    m: usize,
-) -> Option<Vec<f32>> {
-    if k % T::BLCK_SIZE != 0 {
+/// Decodes one block of a quantization format into f32 values, exactly as dequantization does.
+trait Decode {
+    /// Values per block.
+    const ELEMS: usize;
+    /// Bytes per block.
+    const BYTES: usize;
+    fn decode(block: &[u8], out: &mut [f32]);
+}
+
+fn f16_at(b: &[u8], i: usize) -> f32 {
+    half::f16::from_le_bytes([b[i], b[i + 1]]).to_f32()
+}
+
+/// GGUF Q8_0: f16 scale, 32 × i8.
+struct Q8_0;
+impl Decode for Q8_0 {
+    const ELEMS: usize = 32;
+    const BYTES: usize = 34;
+    #[inline(always)]
+    fn decode(b: &[u8], out: &mut [f32]) {
+        let d = f16_at(b, 0);
+        for (o, &q) in out[..32].iter_mut().zip(&b[2..34]) {
+            *o = (q as i8) as f32 * d;
+        }
+    }
+}
+
+/// GGUF Q4_1: f16 scale, f16 minimum, 16 bytes of nibbles (low nibbles first half).
+struct Q4_1;
+impl Decode for Q4_1 {
+    const ELEMS: usize = 32;
+    const BYTES: usize = 20;
+    #[inline(always)]
+    fn decode(b: &[u8], out: &mut [f32]) {
+        let d = f16_at(b, 0);
+        let m = f16_at(b, 2);
+        let qs = &b[4..20];
+        let (lo, hi) = out[..32].split_at_mut(16);
+        for j in 0..16 {
+            lo[j] = (qs[j] & 0x0F) as f32 * d + m;
+            hi[j] = (qs[j] >> 4) as f32 * d + m;
+        }
+    }
+}
+
+/// GGUF Q5_0: f16 scale, 32 high bits, 16 bytes of nibbles; values are 5-bit minus 16.
+struct Q5_0;
+impl Decode for Q5_0 {
+    const ELEMS: usize = 32;
+    const BYTES: usize = 22;
+    #[inline(always)]
+    fn decode(b: &[u8], out: &mut [f32]) {
+        let d = f16_at(b, 0);
+        let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
+        let qs = &b[6..22];
+        let (lo, hi) = out[..32].split_at_mut(16);
+        for j in 0..16 {
+            let h0 = (((qh >> j) << 4) & 0x10) as u8;
+            let h1 = ((qh >> (j + 12)) & 0x10) as u8;
+            lo[j] = (((qs[j] & 0x0F) | h0) as i32 - 16) as f32 * d;
+            hi[j] = (((qs[j] >> 4) | h1) as i32 - 16) as f32 * d;
+        }
+    }
+}
+
+/// Any candle block type, through its `to_float`.
+struct ToFloat<T>(std::marker::PhantomData<T>);
+impl<T: GgmlType> Decode for ToFloat<T> {
+    const ELEMS: usize = T::BLCK_SIZE;
+    const BYTES: usize = std::mem::size_of::<T>();
+    #[inline(always)]
+    fn decode(b: &[u8], out: &mut [f32]) {
+        if let Some(blk) = blocks::<T>(b) {
+            T::to_float(blk, &mut out[..T::BLCK_SIZE]);
+        }
+    }
+}
+
+/// `out[i, j] = x_i · dequant(w_j)` for few activation rows: each weight block is decoded once
+/// and dotted with every row; weight rows in parallel.
+fn row_dot<D: Decode>(data: &[u8], n: usize, k: usize, xs: &[f32], m: usize) -> Option<Vec<f32>> {
+    if k % D::ELEMS != 0 || data.len() != n * (k / D::ELEMS) * D::BYTES {
         return None;
     }
-    let per_row = k / T::BLCK_SIZE;
-    let w: &[T] = blocks(data)?;
-    if w.len() != n * per_row {
+    let row_bytes = (k / D::ELEMS) * D::BYTES;
+    // Candle's block types (read through `ToFloat`) hold f16 fields: 2-byte alignment.
+    if (data.as_ptr() as usize) % 2 != 0 {
         return None;
     }
-    // Results as [n, m], transposed at the end when m > 1.
     let mut t = vec![0f32; n * m];
     t.par_chunks_mut(ROWS_PER_TASK * m)
         .enumerate()
-        .for_each_init(
-            || vec![0f32; k],
-            |buf, (task, out)| {
-                let j0 = task * ROWS_PER_TASK;
-                for (r, out_row) in out.chunks_mut(m).enumerate() {
-                    let j = j0 + r;
-                    T::to_float(&w[j * per_row..(j + 1) * per_row], buf);
-                    dot_rows(buf, xs, out_row);
-                }
-            },
-        );
+        .for_each(|(task, out)| {
+            for (r, out_row) in out.chunks_mut(m).enumerate() {
+                let j = task * ROWS_PER_TASK + r;
+                let w = &data[j * row_bytes..(j + 1) * row_bytes];
+                row_dot_one::<D>(w, xs, k, out_row);
+            }
+        });
     if m == 1 {
         return Some(t);
     }
@@ -149,49 +227,115 @@ fn rows_times<T: GgmlType>(
     Some(out)
 }
 
-/// `out[i] = w · x_i` for every row `x_i` of `xs`.
-fn dot_rows(w: &[f32], xs: &[f32], out: &mut [f32]) {
+fn row_dot_one<D: Decode>(w: &[u8], xs: &[f32], k: usize, out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
         {
             // SAFETY: the CPU supports the features the function was compiled for.
-            return unsafe { dot_rows_avx2(w, xs, out) };
+            return unsafe { row_dot_one_avx2::<D>(w, xs, k, out) };
         }
     }
-    dot_rows_generic(w, xs, out)
+    row_dot_one_generic::<D>(w, xs, k, out)
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn dot_rows_avx2(w: &[f32], xs: &[f32], out: &mut [f32]) {
-    dot_rows_generic(w, xs, out)
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn row_dot_one_avx2<D: Decode>(w: &[u8], xs: &[f32], k: usize, out: &mut [f32]) {
+    row_dot_one_generic::<D>(w, xs, k, out)
 }
 
 #[inline(always)]
-fn dot_rows_generic(w: &[f32], xs: &[f32], out: &mut [f32]) {
-    let k = w.len();
-    for (o, x) in out.iter_mut().zip(xs.chunks_exact(k)) {
-        *o = dot(w, x);
-    }
-}
-
-#[inline(always)]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
+fn row_dot_one_generic<D: Decode>(w: &[u8], xs: &[f32], k: usize, out: &mut [f32]) {
     const L: usize = 16;
-    let mut acc = [0f32; L];
-    let (ac, ar) = a.split_at(a.len() / L * L);
-    let (bc, br) = b.split_at(ac.len());
-    for (ca, cb) in ac.chunks_exact(L).zip(bc.chunks_exact(L)) {
-        for l in 0..L {
-            acc[l] += ca[l] * cb[l];
+    let mut vals = [0f32; 256];
+    let mut acc = [[0f32; L]; ROW_DOT_MAX_M];
+    let m = out.len();
+    for (b, blk) in w.chunks_exact(D::BYTES).enumerate() {
+        let vals = &mut vals[..D::ELEMS];
+        D::decode(blk, vals);
+        let base = b * D::ELEMS;
+        for (r, acc) in acc.iter_mut().enumerate().take(m) {
+            let x = &xs[r * k + base..r * k + base + D::ELEMS];
+            for (cv, cx) in vals.chunks_exact(L).zip(x.chunks_exact(L)) {
+                for l in 0..L {
+                    acc[l] += cv[l] * cx[l];
+                }
+            }
         }
     }
-    let mut s: f32 = acc.iter().sum();
-    for (x, y) in ar.iter().zip(br) {
-        s += x * y;
+    for (o, a) in out.iter_mut().zip(&acc) {
+        *o = a.iter().sum();
     }
-    s
+}
+
+/// A raw pointer that may cross threads: every task writes its own columns.
+#[derive(Clone, Copy)]
+struct SendPtr(*mut f32);
+// SAFETY: tasks write disjoint column ranges of the output.
+unsafe impl Send for SendPtr {}
+unsafe impl Sync for SendPtr {}
+
+impl SendPtr {
+    /// Going through a method makes closures capture the whole (Send) wrapper, not the field.
+    fn at(self, offset: usize) -> *mut f32 {
+        // SAFETY: callers stay within the allocation (see `tiled`).
+        unsafe { self.0.add(offset) }
+    }
+}
+
+/// `out = x Wᵀ` for many activation rows: tiles of weight rows are dequantized into L2-sized
+/// buffers and multiplied with `gemm`'s micro-kernels; tiles in parallel.
+fn tiled<T: GgmlType>(data: &[u8], n: usize, k: usize, xs: &[f32], m: usize) -> Option<Vec<f32>> {
+    if k % T::BLCK_SIZE != 0 {
+        return None;
+    }
+    let per_row = k / T::BLCK_SIZE;
+    let w: &[T] = blocks(data)?;
+    if w.len() != n * per_row {
+        return None;
+    }
+    let tile = (TILE_ELEMS / k).clamp(8, 256);
+    let mut out = vec![0f32; m * n];
+    let dst = SendPtr(out.as_mut_ptr());
+    (0..n.div_ceil(tile)).into_par_iter().for_each_init(
+        || vec![0f32; tile * k],
+        |buf, t| {
+            let j0 = t * tile;
+            let rows = tile.min(n - j0);
+            T::to_float(
+                &w[j0 * per_row..(j0 + rows) * per_row],
+                &mut buf[..rows * k],
+            );
+            // SAFETY: dst has m × n elements; this task writes columns j0..j0 + rows of every
+            // row (row stride n), which no other task touches. lhs is [m, k] row-major and
+            // rhs(kk, c) = buf[c·k + kk] is the transpose of the [rows, k] tile.
+            unsafe {
+                gemm::gemm(
+                    m,
+                    rows,
+                    k,
+                    dst.at(j0),
+                    1,
+                    n as isize,
+                    false,
+                    xs.as_ptr(),
+                    1,
+                    k as isize,
+                    buf.as_ptr(),
+                    k as isize,
+                    1,
+                    0.0,
+                    1.0,
+                    false,
+                    false,
+                    false,
+                    gemm::Parallelism::None,
+                );
+            }
+        },
+    );
+    Some(out)
 }
 
 #[cfg(test)]
@@ -221,7 +365,7 @@ mod tests {
             let w = Tensor::from_vec(pseudo(n * k, 7), (n, k), &Device::Cpu).unwrap();
             let q = QTensor::quantize(&w, dtype).unwrap();
             let wd = q.dequantize(&Device::Cpu).unwrap();
-            for m in [1, 3, 40] {
+            for m in [1, 3, 4, 5, 40] {
                 let mut x = pseudo(m * k, 11 + m as u32);
                 x[5] = 3.0e4; // a massive activation, as in real residual streams
                 let x = Tensor::from_vec(x, (m, k), &Device::Cpu).unwrap();
