@@ -8,12 +8,33 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Deserialize;
 
+use crate::analysis::{knn_cross_validate, KnnCvConfig, KnnCvResult, Labels, NeighborSearch};
+use crate::data::{read_features, read_labels};
 use crate::error::{Error, Result};
 use crate::fetch;
 use crate::lens::StatSpec;
 use crate::model::{load, parse_device, LoadOptions, ModelSource, WeightDType};
 use crate::profile::EntropyProfile;
 use crate::runner::{ProfileRequest, Profiler, Sampling};
+
+/// Runs `entropy-lens classify`: reads features and labels and cross-validates a kNN.
+pub fn classify(features: &Path, labels: &Path, cfg: &KnnCvConfig) -> Result<KnnCvResult> {
+    let x = read_features(features)?;
+    let labels = Labels::encode(&read_labels(labels)?);
+    knn_cross_validate(x.view(), &labels, cfg)
+}
+
+/// Parses `--search`.
+pub fn parse_search(s: &str) -> Result<NeighborSearch> {
+    match s {
+        "brute" => Ok(NeighborSearch::Brute),
+        "kd_tree" | "kdtree" => Ok(NeighborSearch::KdTree),
+        "ball_tree" | "balltree" => Ok(NeighborSearch::BallTree),
+        o => Err(Error::invalid(format!(
+            "unknown neighbour search `{o}` (expected brute, kd_tree or ball_tree)"
+        ))),
+    }
+}
 
 /// The demo's prompt.
 pub const DEMO_PROMPT: &str = "The Eiffel Tower is located in the city of";

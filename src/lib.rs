@@ -22,7 +22,9 @@
 //! # Ok::<(), entropy_lens::Error>(())
 //! ```
 
+pub mod analysis;
 pub mod cli;
+pub mod data;
 pub mod error;
 pub mod fetch;
 pub mod lens;

@@ -36,6 +36,8 @@ enum Command {
         #[arg(long, default_value_t = 16)]
         generate: usize,
     },
+    /// kNN separability of profile features: cross-validated ROC-AUC against a stratified dummy baseline.
+    Classify(ClassifyArgs),
     /// Write a GGUF model in Hugging Face layout (config.json, sharded safetensors, tokenizer.json), f32.
     ExportHf {
         #[arg(long)]
@@ -45,6 +47,36 @@ enum Command {
         #[arg(long, default_value_t = 2)]
         shards: usize,
     },
+}
+
+#[derive(Args)]
+struct ClassifyArgs {
+    /// Features: CSV without header, .npy, or JSON Lines of arrays (one sample per row).
+    #[arg(long)]
+    features: PathBuf,
+    /// Labels: one string per line.
+    #[arg(long)]
+    labels: PathBuf,
+    /// Neighbours.
+    #[arg(long, default_value_t = 29)]
+    k: usize,
+    /// Cross-validation folds (stratified, shuffled).
+    #[arg(long, default_value_t = 10)]
+    folds: usize,
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// uniform or distance.
+    #[arg(long, default_value = "uniform")]
+    weights: String,
+    /// Standardise features (fitted on the training folds only).
+    #[arg(long)]
+    standardize: bool,
+    /// Neighbour search: brute (scikit-learn's semantics), kd_tree or ball_tree (linfa-nn).
+    #[arg(long, default_value = "brute")]
+    search: String,
+    /// Print the result as one JSON object.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -168,6 +200,23 @@ fn run(cli: Cli) -> Result<()> {
                     .map_err(|e| entropy_lens::Error::io("<stdout>", e))?;
             }
             Ok(())
+        }
+        Command::Classify(a) => {
+            let cfg = entropy_lens::analysis::KnnCvConfig {
+                k: a.k,
+                folds: a.folds,
+                seed: a.seed,
+                weighting: a.weights.parse()?,
+                standardize: a.standardize,
+                search: cli::parse_search(&a.search)?,
+            };
+            let r = cli::classify(&a.features, &a.labels, &cfg)?;
+            let text = if a.json {
+                serde_json::to_string(&r)?
+            } else {
+                r.to_string()
+            };
+            writeln!(out, "{text}").map_err(|e| entropy_lens::Error::io("<stdout>", e))
         }
         Command::Demo { prompt, generate } => cli::demo(&prompt, generate, &mut out),
         Command::ExportHf {

@@ -12,6 +12,13 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::lens::{alpha_key, DistStats};
 
+pub mod aggregate;
+
+pub use aggregate::{
+    aggregate, delta, depth_normalize, largest_decrease, largest_increase, select_layers,
+    Aggregation, LayerSubset, Standardizer,
+};
+
 /// Statistics of one layer's distribution (used for the optional embedding layer 0).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LayerStats {

@@ -1,0 +1,84 @@
+//! The device (tensor-op) reduction of the lens, which GPUs run, against the CPU kernel on the
+//! same real residual streams: same entropies, top-p counts and top-k tokens.
+
+mod common;
+
+use candle_core::{Device, Tensor};
+use entropy_lens::lens::{Lens, StatSpec};
+use entropy_lens::model::{load, LoadOptions, ModelSource, Positions, WeightDType};
+
+#[test]
+fn device_reduction_matches_cpu_kernel() {
+    for path in [common::smollm2(), common::gemma3()] {
+        let loaded = load(
+            &ModelSource::Gguf(path.clone()),
+            &LoadOptions::cpu().with_dtype(WeightDType::Quantized),
+        )
+        .unwrap();
+        let mut model = loaded.model;
+        let ids = loaded
+            .tokenizer
+            .encode(
+                "Q: Was Claude Shannon born in an even or odd year? A:",
+                true,
+            )
+            .unwrap();
+        let input = Tensor::new(ids.as_slice(), &Device::Cpu)
+            .unwrap()
+            .unsqueeze(0)
+            .unwrap();
+        let cap = model.forward_capture(&input, Positions::All).unwrap();
+        let rows: Vec<Tensor> = cap.layers.iter().map(|t| t.squeeze(0).unwrap()).collect();
+        let rows = Tensor::cat(&rows, 0).unwrap();
+        let spec = StatSpec {
+            alphas: vec![0.0, 0.5, 2.0, f64::INFINITY],
+            top_k: 5,
+            top_p_ids: true,
+            ..Default::default()
+        };
+        let cpu = Lens::new(spec.clone())
+            .unwrap()
+            .apply(&model, &rows)
+            .unwrap();
+        let dev = Lens::new(spec)
+            .unwrap()
+            .with_device_path(true)
+            .apply(&model, &rows)
+            .unwrap();
+        assert_eq!(cpu.len(), dev.len());
+        let (mut dh, mut topp) = (0f64, 0usize);
+        for (a, b) in cpu.iter().zip(&dev) {
+            dh = dh.max((a.shannon - b.shannon).abs());
+            for (x, y) in a.renyi.iter().zip(&b.renyi) {
+                dh = dh.max((x - y).abs());
+            }
+            topp += usize::from(a.top_p_count != b.top_p_count);
+            let (ia, ib) = (a.top_p_ids.clone().unwrap(), b.top_p_ids.clone().unwrap());
+            assert_eq!(ia.len(), a.top_p_count as usize);
+            assert_eq!(ib.len(), b.top_p_count as usize);
+            if a.top_p_count == b.top_p_count {
+                let (mut sa, mut sb) = (ia, ib);
+                sa.sort_unstable();
+                sb.sort_unstable();
+                assert_eq!(sa, sb, "top-p sets differ");
+            }
+            let ka: Vec<u32> = a.top_k.iter().map(|x| x.0).collect();
+            let kb: Vec<u32> = b.top_k.iter().map(|x| x.0).collect();
+            assert_eq!(ka, kb);
+            for (x, y) in a.top_k.iter().zip(&b.top_k) {
+                assert!((x.1 - y.1).abs() < 1e-5);
+            }
+        }
+        println!(
+            "{}: {} rows, max |ΔH| {dh:.2e}, top-p mismatches {topp}",
+            path.display(),
+            cpu.len()
+        );
+        assert!(dh < 1e-4, "{dh}");
+        assert!(
+            topp * 100 <= cpu.len(),
+            "{topp} of {} top-p counts differ",
+            cpu.len()
+        );
+    }
+}

@@ -1,0 +1,203 @@
+//! The statistics against scikit-learn / scipy fixtures (`tests/golden/stats/sklearn.json`,
+//! produced by `tests/golden/make_stats.py`).
+
+use std::path::Path;
+
+use entropy_lens::analysis::metrics::{
+    f1_macro, paired_t_test, roc_auc_binary, roc_auc_ovr_macro, spearman,
+};
+use entropy_lens::analysis::{
+    knn_cross_validate, pca, trustworthiness, tsne, KnnClassifier, KnnCvConfig, Labels, TsneConfig,
+    Weighting,
+};
+use entropy_lens::data::{read_features, read_labels};
+use ndarray::Array2;
+use serde_json::Value;
+
+fn fixtures() -> Value {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/stats/sklearn.json");
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+fn matrix(v: &Value) -> Array2<f64> {
+    let rows: Vec<Vec<f64>> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            r.as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap())
+                .collect()
+        })
+        .collect();
+    let (n, d) = (rows.len(), rows[0].len());
+    Array2::from_shape_vec((n, d), rows.into_iter().flatten().collect()).unwrap()
+}
+
+fn vecf(v: &Value) -> Vec<f64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect()
+}
+
+fn vecu(v: &Value) -> Vec<usize> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as usize)
+        .collect()
+}
+
+#[test]
+fn knn_probabilities_equal_scikit_learn() {
+    let f = fixtures();
+    let mut checked = 0;
+    for case in f["knn"].as_array().unwrap() {
+        let x = matrix(&case["train_x"]);
+        let q = matrix(&case["test_x"]);
+        let classes = vecu(&case["classes"]);
+        // scikit-learn's classes_ are the sorted unique labels; encode as their positions.
+        let y: Vec<usize> = vecu(&case["train_y"])
+            .iter()
+            .map(|l| classes.iter().position(|c| c == l).unwrap())
+            .collect();
+        let weighting: Weighting = case["weights"].as_str().unwrap().parse().unwrap();
+        let k = case["k"].as_u64().unwrap() as usize;
+        let knn = KnnClassifier::fit(x.view(), &y, classes.len(), k, weighting).unwrap();
+        let ours = knn.predict_proba(q.view()).unwrap();
+        let theirs = matrix(&case["proba"]);
+        let worst = (&ours - &theirs).iter().fold(0f64, |m, d| m.max(d.abs()));
+        assert!(
+            worst <= 1e-12,
+            "{} k={k} {:?}: max |Δp| = {worst}\nours {ours:?}\ntheirs {theirs:?}",
+            case["name"],
+            weighting
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 40);
+}
+
+#[test]
+fn roc_auc_and_f1_equal_scikit_learn() {
+    let f = fixtures();
+    for case in f["roc_auc"].as_array().unwrap() {
+        let expect = case["auc"].as_f64().unwrap();
+        let ours = if case["kind"] == "binary" {
+            let pos: Vec<bool> = vecu(&case["y"]).iter().map(|&v| v == 1).collect();
+            roc_auc_binary(&pos, &vecf(&case["scores"])).unwrap()
+        } else {
+            roc_auc_ovr_macro(&vecu(&case["y"]), matrix(&case["proba"]).view()).unwrap()
+        };
+        assert!(
+            (ours - expect).abs() <= 1e-12,
+            "{}: {ours} vs {expect}",
+            case["kind"]
+        );
+    }
+    for case in f["f1"].as_array().unwrap() {
+        let ours = f1_macro(&vecu(&case["y"]), &vecu(&case["pred"])).unwrap();
+        let expect = case["f1"].as_f64().unwrap();
+        assert!((ours - expect).abs() <= 1e-12, "{ours} vs {expect}");
+    }
+}
+
+#[test]
+fn spearman_and_paired_t_test_equal_scipy() {
+    let f = fixtures();
+    for case in f["spearman"].as_array().unwrap() {
+        let (rho, p) = spearman(&vecf(&case["x"]), &vecf(&case["y"]))
+            .unwrap()
+            .unwrap();
+        assert!(
+            (rho - case["rho"].as_f64().unwrap()).abs() <= 1e-12,
+            "rho {rho}"
+        );
+        assert!(
+            (p - case["p"].as_f64().unwrap()).abs() <= 1e-9,
+            "p {p} vs {}",
+            case["p"]
+        );
+    }
+    for case in f["ttest_rel"].as_array().unwrap() {
+        let (t, p) = paired_t_test(&vecf(&case["a"]), &vecf(&case["b"]))
+            .unwrap()
+            .unwrap();
+        let (et, ep) = (case["t"].as_f64().unwrap(), case["p"].as_f64().unwrap());
+        assert!((t - et).abs() <= 1e-9 * et.abs().max(1.0), "t {t} vs {et}");
+        assert!((p - ep).abs() <= 1e-9, "p {p} vs {ep}");
+    }
+}
+
+#[test]
+fn pca_equals_scikit_learn_up_to_sign() {
+    let f = fixtures();
+    let case = &f["pca"];
+    let x = matrix(&case["x"]);
+    let ours = pca(x.view(), 2).unwrap();
+    let theirs = matrix(&case["coords"]);
+    for c in 0..2 {
+        let a = ours.coords.column(c);
+        let b = theirs.column(c);
+        let sign = if a.dot(&b) < 0.0 { -1.0 } else { 1.0 };
+        let worst = a
+            .iter()
+            .zip(b.iter())
+            .fold(0f64, |m, (x, y)| m.max((sign * x - y).abs()));
+        assert!(worst <= 1e-6, "component {c}: max |Δ| = {worst}");
+    }
+    let ratio = ours.explained_variance_ratio.unwrap();
+    for (r, e) in ratio.iter().zip(vecf(&case["explained_variance_ratio"])) {
+        assert!((r - e).abs() <= 1e-9, "{r} vs {e}");
+    }
+}
+
+#[test]
+fn tsne_trustworthiness_close_to_scikit_learn() {
+    let f = fixtures();
+    let case = &f["tsne"];
+    let x = matrix(&case["x"]);
+    let k = case["n_neighbors"].as_u64().unwrap() as usize;
+    let cfg = TsneConfig {
+        perplexity: case["perplexity"].as_f64().unwrap(),
+        ..Default::default()
+    };
+    let emb = tsne(x.view(), &cfg).unwrap();
+    let ours = trustworthiness(x.view(), emb.coords.view(), k).unwrap();
+    let theirs = case["trustworthiness"].as_f64().unwrap();
+    println!(
+        "trustworthiness: ours {ours:.4}, scikit-learn {theirs:.4}, KL {:?}",
+        emb.kl_divergence
+    );
+    assert!((ours - theirs).abs() <= 0.02, "{ours} vs {theirs}");
+    // The score itself: identity embedding is perfectly trustworthy, a shuffled one is not.
+    assert!((trustworthiness(x.view(), x.view(), k).unwrap() - 1.0).abs() < 1e-12);
+}
+
+#[test]
+fn cross_validated_auc_on_real_profiles_close_to_scikit_learn() {
+    let f = fixtures();
+    let case = &f["cv"];
+    assert!(!case.is_null(), "make_stats.py found no features file");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/stats");
+    let x = read_features(&dir.join("tinystories_smollm2_features.csv")).unwrap();
+    let labels = Labels::encode(&read_labels(&dir.join("tinystories_smollm2_labels.txt")).unwrap());
+    let cfg = KnnCvConfig::default();
+    let r = knn_cross_validate(x.view(), &labels, &cfg).unwrap();
+    let theirs = case["auc_mean"].as_f64().unwrap();
+    println!(
+        "{r}\nscikit-learn: AUC {theirs:.4}, baseline {:.4}",
+        case["baseline_auc_mean"]
+    );
+    assert_eq!(r.auc_folds.len(), 10);
+    assert!(
+        (r.auc_mean - theirs).abs() <= 0.02,
+        "{} vs {theirs}",
+        r.auc_mean
+    );
+    assert!((r.baseline_auc_mean - 0.5).abs() < 0.1);
+}
