@@ -25,10 +25,12 @@
 pub mod analysis;
 pub mod cli;
 pub mod data;
+pub mod display;
 pub mod error;
 pub mod fetch;
 pub mod lens;
 pub mod model;
+pub mod plots;
 pub mod profile;
 pub mod runner;
 

@@ -89,7 +89,7 @@ pub struct ModelInfo {
 pub type Observer<'a> = &'a mut dyn FnMut(usize, &Tensor) -> Result<()>;
 
 /// What every family implements: a block loop with an observer, the final norm and the unembedding.
-pub(crate) trait Family: Send {
+pub(crate) trait Family: Send + Sync {
     /// Runs the blocks over `ids` ([b, s]) whose first position is `offset` (the KV-cache length),
     /// skipping the blocks flagged in `skip`; returns the last residual stream [b, s, d].
     fn forward(

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Sets up the notebook tool chain: Jupyter (Lab + Notebook + nbconvert) and the evcxr Rust kernel
+# at a pinned version, registered for that Jupyter.
+#
+#   scripts/setup-notebooks.sh            # conda env from environment.yml if conda is there, else a venv
+#
+# Everything is cached under ~/.cache/entropy-lens (ENTROPY_LENS_NB overrides): the Python env in
+# jupyter/, evcxr_jupyter in evcxr/bin, the kernel spec inside the env. Prints the line to source.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+EVCXR_VERSION=0.22.0
+NB="${ENTROPY_LENS_NB:-$HOME/.cache/entropy-lens}"
+ENV_DIR="$NB/jupyter"
+EVCXR_ROOT="$NB/evcxr"
+
+if command -v conda >/dev/null 2>&1 && [ "${ENTROPY_LENS_USE_VENV:-0}" != 1 ]; then
+  [ -x "$ENV_DIR/bin/jupyter" ] || conda env create -p "$ENV_DIR" -f environment.yml
+else
+  # Same packages from PyPI, same pins (see environment.yml).
+  [ -x "$ENV_DIR/bin/python" ] || python3 -m venv "$ENV_DIR"
+  "$ENV_DIR/bin/pip" install -q -r scripts/requirements-notebooks.txt
+fi
+
+if [ "$("$EVCXR_ROOT/bin/evcxr_jupyter" --version 2>/dev/null | awk '{print $2}')" != "$EVCXR_VERSION" ]; then
+  echo "installing evcxr_jupyter $EVCXR_VERSION (about 12 minutes on 2 cores, once)"
+  cargo install evcxr_jupyter --version "$EVCXR_VERSION" --locked --root "$EVCXR_ROOT"
+fi
+# Register the kernel inside the env (JUPYTER_PATH is honoured by evcxr_jupyter --install).
+JUPYTER_PATH="$ENV_DIR/share/jupyter" PATH="$EVCXR_ROOT/bin:$PATH" "$EVCXR_ROOT/bin/evcxr_jupyter" --install >/dev/null
+# The kernel spec must find evcxr_jupyter without PATH tricks.
+SPEC="$ENV_DIR/share/jupyter/kernels/rust/kernel.json"
+if [ -f "$SPEC" ]; then
+  "$ENV_DIR/bin/python" - "$SPEC" "$EVCXR_ROOT/bin/evcxr_jupyter" <<'PY'
+import json, sys
+spec = json.load(open(sys.argv[1]))
+spec["argv"][0] = sys.argv[2]
+json.dump(spec, open(sys.argv[1], "w"), indent=1)
+PY
+fi
+echo "ready: export PATH=\"$ENV_DIR/bin:$EVCXR_ROOT/bin:\$PATH\" JUPYTER_PATH=\"$ENV_DIR/share/jupyter\""

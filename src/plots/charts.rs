@@ -1,0 +1,676 @@
+//! The chart functions: the paper's figures and the classic logit-lens view.
+
+use ndarray::{Array2, ArrayView2, Axis as NdAxis};
+use plotly::common::{Marker, Mode, Title};
+use plotly::layout::{Axis, GridPattern, LayoutGrid};
+use plotly::{Bar, Layout, Plot, Scatter};
+
+use super::traces::CellHeatmap;
+use super::{Chart, Sketch};
+use crate::analysis::{Projection, Table};
+use crate::error::{Error, Result};
+use crate::lens::alpha_key;
+use crate::model::TextTokenizer;
+use crate::profile::{delta, depth_normalize, EntropyProfile, PositionProfile};
+
+const GREEN: &str = "#2ca02c";
+const RED: &str = "#d62728";
+const GREY: &str = "#7f7f7f";
+
+/// Which statistic a heatmap shows.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum HeatMetric {
+    Shannon,
+    /// A Rényi order present in the profile.
+    Renyi(f64),
+    /// Size of the top-p candidate set (log scale colours).
+    TopPCount,
+}
+
+impl HeatMetric {
+    fn name(self) -> String {
+        match self {
+            HeatMetric::Shannon => "Shannon entropy (nats)".into(),
+            HeatMetric::Renyi(a) => format!("Rényi entropy α = {} (nats)", alpha_key(a)),
+            HeatMetric::TopPCount => "log10 top-p candidate count".into(),
+        }
+    }
+
+    fn values(self, p: &PositionProfile) -> Result<Vec<f64>> {
+        match self {
+            HeatMetric::Shannon => Ok(p.shannon.clone()),
+            HeatMetric::Renyi(a) => p.renyi.get(&alpha_key(a)).cloned().ok_or_else(|| {
+                Error::Data(format!(
+                    "the profile has no Rényi entropy of order {}; measure it first",
+                    alpha_key(a)
+                ))
+            }),
+            HeatMetric::TopPCount => Ok(p
+                .top_p_count
+                .iter()
+                .map(|&c| (c.max(1) as f64).log10())
+                .collect()),
+        }
+    }
+}
+
+fn token_label(t: &str) -> String {
+    let shown: String = t.replace('\n', "\\n").replace('\t', "\\t");
+    format!("{shown:?}")
+}
+
+fn decode(tok: Option<&TextTokenizer>, id: u32) -> String {
+    match tok {
+        Some(t) => token_label(&t.token_text(id)),
+        None => format!("#{id}"),
+    }
+}
+
+fn layout(title: &str, x: &str, y: &str, height: usize) -> Layout {
+    Layout::new()
+        .title(Title::with_text(title))
+        .height(height)
+        .x_axis(Axis::new().title(Title::with_text(x)))
+        .y_axis(Axis::new().title(Title::with_text(y)))
+}
+
+/// The classic logit-lens view: blocks × positions, coloured by `metric`, each cell labelled with
+/// the lens's most likely next token and hovering with the top-k tokens and probabilities.
+///
+/// Pass the model's tokenizer to show token text (ids otherwise).
+pub fn entropy_heatmap(
+    profile: &EntropyProfile,
+    tokenizer: Option<&TextTokenizer>,
+    metric: HeatMetric,
+) -> Result<Chart> {
+    if profile.positions.is_empty() {
+        return Err(Error::Data("the profile has no measured positions".into()));
+    }
+    let l = profile.n_layers;
+    let x: Vec<String> = profile
+        .positions
+        .iter()
+        .map(|p| {
+            let t = profile
+                .tokens
+                .get(p.position)
+                .map(|t| token_label(t))
+                .unwrap_or_default();
+            format!("{} {t}", p.position)
+        })
+        .collect();
+    let y: Vec<String> = (1..=l).map(|j| format!("block {j}")).collect();
+    let columns: Vec<Vec<f64>> = profile
+        .positions
+        .iter()
+        .map(|p| metric.values(p))
+        .collect::<Result<_>>()?;
+    // z is rows = blocks, columns = positions.
+    let z: Vec<Vec<f64>> = (0..l)
+        .map(|j| columns.iter().map(|c| c[j]).collect())
+        .collect();
+    let mut hover = vec![vec![String::new(); columns.len()]; l];
+    let mut text = vec![vec![String::new(); columns.len()]; l];
+    for (c, p) in profile.positions.iter().enumerate() {
+        for j in 0..l {
+            let top: Vec<String> = p
+                .top_k
+                .get(j)
+                .map(|k| {
+                    k.iter()
+                        .map(|&(id, pr)| format!("{} {:.3}", decode(tokenizer, id), pr))
+                        .collect()
+                })
+                .unwrap_or_default();
+            text[j][c] = p
+                .top_k
+                .get(j)
+                .and_then(|k| k.first())
+                .map(|&(id, _)| decode(tokenizer, id))
+                .unwrap_or_default();
+            hover[j][c] = format!(
+                "position {} {}<br>block {}: {} = {:.3}<br>top-p count {}<br>top-{}: {}",
+                p.position,
+                profile
+                    .tokens
+                    .get(p.position)
+                    .map(|t| token_label(t))
+                    .unwrap_or_default(),
+                j + 1,
+                metric.name(),
+                z[j][c],
+                p.top_p_count.get(j).copied().unwrap_or(0),
+                top.len(),
+                top.join(", ")
+            );
+        }
+    }
+    let mut trace = CellHeatmap::new(x.clone(), y.clone(), z.clone());
+    trace.hover_text = Some(hover);
+    if columns.len() <= 24 && l <= 36 {
+        trace.text = Some(text);
+        trace.text_template = Some("%{text}");
+    }
+    trace.color_bar = serde_json::json!({"title": {"text": metric.name()}});
+    let title = format!("{}: {} by block and position", profile.model, metric.name());
+    let height = (200 + 14 * l).clamp(360, 900);
+    let mut plot = Plot::new();
+    plot.add_trace(Box::new(trace));
+    plot.set_layout(
+        layout(&title, "position → token", "", height)
+            .margin(plotly::layout::Margin::new().left(90)),
+    );
+    Ok(Chart::new(plot, title, height, Sketch::Heatmap { x, y, z }))
+}
+
+/// Entropy profiles (one line per measured position, or only those listed in `positions`, indices
+/// into `profile.positions`) over blocks 1..L.
+pub fn profile_lines(
+    profile: &EntropyProfile,
+    positions: Option<&[usize]>,
+    metric: HeatMetric,
+) -> Result<Chart> {
+    let chosen: Vec<usize> = match positions {
+        Some(p) => p.to_vec(),
+        None => (0..profile.positions.len()).collect(),
+    };
+    if chosen.is_empty() {
+        return Err(Error::Data("no positions to plot".into()));
+    }
+    let mut plot = Plot::new();
+    let mut series = Vec::new();
+    for &i in &chosen {
+        let p = profile.positions.get(i).ok_or_else(|| {
+            Error::invalid(format!(
+                "position index {i} is outside 0..{}",
+                profile.positions.len()
+            ))
+        })?;
+        let ys = metric.values(p)?;
+        let xs: Vec<f64> = (1..=ys.len()).map(|j| j as f64).collect();
+        let next = profile
+            .tokens
+            .get(p.position + 1)
+            .map(|t| token_label(t))
+            .unwrap_or_else(|| "·".into());
+        let name = format!("{} → {next}", p.position);
+        plot.add_trace(
+            Scatter::new(xs.clone(), ys.clone())
+                .mode(Mode::LinesMarkers)
+                .name(&name),
+        );
+        series.push((name, xs, ys));
+    }
+    let title = format!("{}: entropy profiles", profile.model);
+    plot.set_layout(layout(&title, "block", &metric.name(), 420));
+    let bands = vec![None; series.len()];
+    Ok(Chart::new(
+        plot,
+        title,
+        420,
+        Sketch::Lines {
+            x_label: "block".into(),
+            y_label: metric.name(),
+            series,
+            bands,
+        },
+    ))
+}
+
+/// Mean profile ± one standard deviation per group of profiles (rows: samples, columns: blocks),
+/// as the paper's Figure 10.
+pub fn mean_profile_bands(groups: &[(String, Array2<f64>)], y_label: &str) -> Result<Chart> {
+    if groups.is_empty() {
+        return Err(Error::Data("no groups to plot".into()));
+    }
+    let mut plot = Plot::new();
+    let (mut series, mut bands) = (Vec::new(), Vec::new());
+    for (i, (name, m)) in groups.iter().enumerate() {
+        if m.nrows() == 0 {
+            return Err(Error::Data(format!("group {name:?} has no profiles")));
+        }
+        let mean = m.mean_axis(NdAxis(0)).unwrap_or_default().to_vec();
+        let std = m.std_axis(NdAxis(0), 0.0).to_vec();
+        let xs: Vec<f64> = (1..=mean.len()).map(|j| j as f64).collect();
+        let hi: Vec<f64> = mean.iter().zip(&std).map(|(a, b)| a + b).collect();
+        let lo: Vec<f64> = mean.iter().zip(&std).map(|(a, b)| a - b).collect();
+        let color = PALETTE[i % PALETTE.len()];
+        plot.add_trace(
+            Scatter::new(xs.clone(), hi.clone())
+                .mode(Mode::Lines)
+                .line(plotly::common::Line::new().width(0.0).color(color))
+                .show_legend(false)
+                .legend_group(name)
+                .name(format!("{name} +σ")),
+        );
+        plot.add_trace(
+            Scatter::new(xs.clone(), lo.clone())
+                .mode(Mode::Lines)
+                .line(plotly::common::Line::new().width(0.0).color(color))
+                .fill(plotly::common::Fill::ToNextY)
+                .fill_color(format!("{color}33"))
+                .show_legend(false)
+                .legend_group(name)
+                .name(format!("{name} −σ")),
+        );
+        plot.add_trace(
+            Scatter::new(xs.clone(), mean.clone())
+                .mode(Mode::Lines)
+                .line(plotly::common::Line::new().color(color).width(2.0))
+                .legend_group(name)
+                .name(format!("{name} (n = {})", m.nrows())),
+        );
+        series.push((name.clone(), xs, mean));
+        bands.push(Some((lo, hi)));
+    }
+    let title = "Mean entropy profile ± std".to_string();
+    plot.set_layout(layout(&title, "block", y_label, 420));
+    Ok(Chart::new(
+        plot,
+        title,
+        420,
+        Sketch::Lines {
+            x_label: "block".into(),
+            y_label: y_label.into(),
+            series,
+            bands,
+        },
+    ))
+}
+
+const PALETTE: [&str; 10] = [
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+    "#bcbd22", "#17becf",
+];
+
+/// ΔH per block for one measured position (index into `profile.positions`), green where the
+/// top-p candidate count grows (expansion), red where it shrinks (pruning), each bar labelled with
+/// the count: the paper's Figure 7.
+pub fn delta_bars(profile: &EntropyProfile, position_index: usize) -> Result<Chart> {
+    let p = profile.positions.get(position_index).ok_or_else(|| {
+        Error::invalid(format!(
+            "position index {position_index} is outside 0..{}",
+            profile.positions.len()
+        ))
+    })?;
+    let h = ndarray::Array2::from_shape_vec((1, p.shannon.len()), p.shannon.clone())
+        .map_err(|e| Error::Data(e.to_string()))?;
+    let dh = delta(h.view()).row(0).to_vec();
+    let counts = &p.top_p_count;
+    let x: Vec<String> = (2..=p.shannon.len()).map(|j| j.to_string()).collect();
+    let colors: Vec<&'static str> = (1..counts.len())
+        .map(|j| match counts[j].cmp(&counts[j - 1]) {
+            std::cmp::Ordering::Greater => GREEN,
+            std::cmp::Ordering::Less => RED,
+            std::cmp::Ordering::Equal => GREY,
+        })
+        .collect();
+    let labels: Vec<String> = counts[1..].iter().map(|c| c.to_string()).collect();
+    let hover: Vec<String> = (1..counts.len())
+        .map(|j| {
+            format!(
+                "block {}: ΔH = {:+.3} nats, top-p count {} → {}",
+                j + 1,
+                dh[j - 1],
+                counts[j - 1],
+                counts[j]
+            )
+        })
+        .collect();
+    let bar = Bar::new(x.clone(), dh.clone())
+        .marker(Marker::new().color_array(colors.iter().map(|c| c.to_string()).collect()))
+        .text_array(labels.clone())
+        .hover_text_array(hover)
+        .name("ΔH");
+    let mut plot = Plot::new();
+    plot.add_trace(bar);
+    let next = profile
+        .tokens
+        .get(p.position + 1)
+        .map(|t| token_label(t))
+        .unwrap_or_else(|| "·".into());
+    let title = format!(
+        "ΔH by block at position {} (→ {next}); labels: top-p count (p = {})",
+        p.position, profile.top_p
+    );
+    plot.set_layout(layout(&title, "block", "ΔH (nats)", 420));
+    Ok(Chart::new(
+        plot,
+        title,
+        420,
+        Sketch::Bars {
+            x,
+            y: dh,
+            colors,
+            labels,
+        },
+    ))
+}
+
+/// Several models' mean profiles on a relative-depth axis [0, 1] (the paper's Figure 4).
+pub fn depth_normalized(models: &[(String, Vec<f64>)], points: usize) -> Result<Chart> {
+    if models.is_empty() {
+        return Err(Error::Data("no models to plot".into()));
+    }
+    let mut plot = Plot::new();
+    let mut series = Vec::new();
+    let xs: Vec<f64> = (0..points)
+        .map(|i| i as f64 / (points.max(2) - 1) as f64)
+        .collect();
+    for (name, profile) in models {
+        let m = ndarray::Array2::from_shape_vec((1, profile.len()), profile.clone())
+            .map_err(|e| Error::Data(e.to_string()))?;
+        let ys = depth_normalize(m.view(), points)?.row(0).to_vec();
+        plot.add_trace(
+            Scatter::new(xs.clone(), ys.clone())
+                .mode(Mode::Lines)
+                .name(name),
+        );
+        series.push((name.clone(), xs.clone(), ys));
+    }
+    let title = "Mean entropy profiles on relative depth".to_string();
+    plot.set_layout(layout(&title, "relative depth", "entropy (nats)", 420));
+    let bands = vec![None; series.len()];
+    Ok(Chart::new(
+        plot,
+        title,
+        420,
+        Sketch::Lines {
+            x_label: "relative depth".into(),
+            y_label: "entropy (nats)".into(),
+            series,
+            bands,
+        },
+    ))
+}
+
+/// A 2-D projection coloured by label, point size by `sizes` (scaled to 6..24 px) — the paper's
+/// Figures 3 and 5.
+pub fn projection_scatter(
+    proj: &Projection,
+    labels: &[String],
+    sizes: Option<&[f64]>,
+) -> Result<Chart> {
+    let n = proj.coords.nrows();
+    if labels.len() != n {
+        return Err(Error::Data(format!(
+            "{n} points but {} labels",
+            labels.len()
+        )));
+    }
+    if proj.coords.ncols() < 2 {
+        return Err(Error::Data("a scatter needs two components".into()));
+    }
+    if let Some(s) = sizes {
+        if s.len() != n {
+            return Err(Error::Data(format!("{n} points but {} sizes", s.len())));
+        }
+    }
+    let px: Vec<f64> = match sizes {
+        Some(s) => {
+            let (lo, hi) = s
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| {
+                    (a.min(v), b.max(v))
+                });
+            s.iter()
+                .map(|&v| {
+                    if hi > lo {
+                        6.0 + 18.0 * (v - lo) / (hi - lo)
+                    } else {
+                        10.0
+                    }
+                })
+                .collect()
+        }
+        None => vec![8.0; n],
+    };
+    let mut groups: Vec<String> = labels.to_vec();
+    groups.sort();
+    groups.dedup();
+    let mut plot = Plot::new();
+    let mut sketch = Vec::new();
+    for g in &groups {
+        let idx: Vec<usize> = (0..n).filter(|&i| &labels[i] == g).collect();
+        let xs: Vec<f64> = idx.iter().map(|&i| proj.coords[[i, 0]]).collect();
+        let ys: Vec<f64> = idx.iter().map(|&i| proj.coords[[i, 1]]).collect();
+        let ss: Vec<usize> = idx.iter().map(|&i| px[i].round() as usize).collect();
+        plot.add_trace(
+            Scatter::new(xs.clone(), ys.clone())
+                .mode(Mode::Markers)
+                .name(g)
+                .marker(Marker::new().size_array(ss).opacity(0.75)),
+        );
+        sketch.push((
+            g.clone(),
+            idx.iter()
+                .map(|&i| (proj.coords[[i, 0]], proj.coords[[i, 1]], px[i] / 2.0))
+                .collect(),
+        ));
+    }
+    let method = proj.method.to_uppercase();
+    let title = match (&proj.explained_variance_ratio, proj.kl_divergence) {
+        (Some(r), _) if r.len() >= 2 => format!(
+            "{method} of entropy profiles (explained variance {:.1}% + {:.1}%)",
+            100.0 * r[0],
+            100.0 * r[1]
+        ),
+        (_, Some(kl)) => format!("{method} of entropy profiles (KL {kl:.3})"),
+        _ => format!("{method} of entropy profiles"),
+    };
+    plot.set_layout(layout(
+        &title,
+        &format!("{method} 1"),
+        &format!("{method} 2"),
+        480,
+    ));
+    Ok(Chart::new(
+        plot,
+        title,
+        480,
+        Sketch::Scatter { groups: sketch },
+    ))
+}
+
+/// Accuracy against the fraction of blocks skipped, one curve per strategy (the paper's Figure 6).
+pub fn skip_curves(fractions: &[f64], curves: &[(String, Vec<f64>)]) -> Result<Chart> {
+    let mut plot = Plot::new();
+    let mut series = Vec::new();
+    for (name, acc) in curves {
+        if acc.len() != fractions.len() {
+            return Err(Error::Data(format!(
+                "curve {name:?} has {} points for {} fractions",
+                acc.len(),
+                fractions.len()
+            )));
+        }
+        plot.add_trace(
+            Scatter::new(fractions.to_vec(), acc.clone())
+                .mode(Mode::LinesMarkers)
+                .name(name),
+        );
+        series.push((name.clone(), fractions.to_vec(), acc.clone()));
+    }
+    let title = "Accuracy as blocks are skipped".to_string();
+    plot.set_layout(layout(
+        &title,
+        "fraction of blocks skipped",
+        "accuracy",
+        420,
+    ));
+    let bands = vec![None; series.len()];
+    Ok(Chart::new(
+        plot,
+        title,
+        420,
+        Sketch::Lines {
+            x_label: "fraction of blocks skipped".into(),
+            y_label: "accuracy".into(),
+            series,
+            bands,
+        },
+    ))
+}
+
+/// Cosine similarity between samples' profiles, one matrix per Rényi order (the paper's Figure 9);
+/// each panel's title gives the matrix's standard deviation σ. `features[i]` holds the samples'
+/// profiles (rows) for `alphas[i]`. Returns the chart and the σ values.
+pub fn renyi_similarity(alphas: &[f64], features: &[Array2<f64>]) -> Result<(Chart, Vec<f64>)> {
+    if alphas.len() != features.len() || alphas.is_empty() {
+        return Err(Error::Data(format!(
+            "{} orders but {} feature matrices",
+            alphas.len(),
+            features.len()
+        )));
+    }
+    if alphas.len() > 8 {
+        return Err(Error::invalid("at most 8 Rényi orders fit in one figure"));
+    }
+    let mut plot = Plot::new();
+    let mut sigmas = Vec::new();
+    let mut parts = Vec::new();
+    let mut layout = Layout::new().height(380).grid(
+        LayoutGrid::new()
+            .rows(1)
+            .columns(alphas.len())
+            .pattern(GridPattern::Independent),
+    );
+    let mut annotations = Vec::new();
+    for (i, (&a, x)) in alphas.iter().zip(features).enumerate() {
+        let sim = cosine_similarity(x.view());
+        let n = sim.nrows();
+        let values: Vec<f64> = sim.iter().cloned().collect();
+        let mean = values.iter().sum::<f64>() / values.len().max(1) as f64;
+        let sigma = (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>()
+            / values.len().max(1) as f64)
+            .sqrt();
+        sigmas.push(sigma);
+        let labels: Vec<String> = (0..n).map(|j| j.to_string()).collect();
+        let z: Vec<Vec<f64>> = sim.rows().into_iter().map(|r| r.to_vec()).collect();
+        let mut t = CellHeatmap::new(labels.clone(), labels.clone(), z.clone());
+        t.hover_text = Some(
+            (0..n)
+                .map(|r| {
+                    (0..n)
+                        .map(|c| format!("samples {r}, {c}: cos = {:.4}", z[r][c]))
+                        .collect()
+                })
+                .collect(),
+        );
+        t.zmin = Some(-1.0);
+        t.zmax = Some(1.0);
+        t.show_scale = i + 1 == alphas.len();
+        let suffix = if i == 0 {
+            String::new()
+        } else {
+            (i + 1).to_string()
+        };
+        t.x_axis = Some(format!("x{suffix}"));
+        t.y_axis = Some(format!("y{suffix}"));
+        plot.add_trace(Box::new(t));
+        let panel = format!("α = {}, σ = {:.3}", alpha_key(a), sigma);
+        annotations.push(
+            plotly::layout::Annotation::new()
+                .text(&panel)
+                .x_ref(format!("x{suffix} domain"))
+                .y_ref(format!("y{suffix} domain"))
+                .x(0.5)
+                .y(1.08)
+                .show_arrow(false),
+        );
+        parts.push((
+            panel,
+            Sketch::Heatmap {
+                x: labels.clone(),
+                y: labels,
+                z,
+            },
+        ));
+    }
+    layout = layout
+        .title(Title::with_text(
+            "Cosine similarity of profiles across Rényi orders",
+        ))
+        .annotations(annotations);
+    plot.set_layout(layout);
+    let chart = Chart::new(
+        plot,
+        "Cosine similarity of profiles across Rényi orders",
+        380,
+        Sketch::Row(parts),
+    );
+    Ok((chart, sigmas))
+}
+
+fn cosine_similarity(x: ArrayView2<f64>) -> Array2<f64> {
+    let norms: Vec<f64> = x.rows().into_iter().map(|r| r.dot(&r).sqrt()).collect();
+    let g = x.dot(&x.t());
+    Array2::from_shape_fn(g.dim(), |(i, j)| {
+        let d = norms[i] * norms[j];
+        if d > 0.0 {
+            g[[i, j]] / d
+        } else {
+            0.0
+        }
+    })
+}
+
+/// Per-block table of one measured position: entropy, ΔH, top-p count and the lens's top token.
+pub fn profile_table(
+    profile: &EntropyProfile,
+    position_index: usize,
+    tokenizer: Option<&TextTokenizer>,
+) -> Result<Table> {
+    let p = profile.positions.get(position_index).ok_or_else(|| {
+        Error::invalid(format!(
+            "position index {position_index} is outside 0..{}",
+            profile.positions.len()
+        ))
+    })?;
+    let next = profile
+        .tokens
+        .get(p.position + 1)
+        .map(|t| token_label(t))
+        .unwrap_or_else(|| "·".into());
+    let mut alphas: Vec<&String> = p.renyi.keys().collect();
+    alphas.sort();
+    let mut header = vec![
+        "block".to_string(),
+        "H (nats)".into(),
+        "ΔH".into(),
+        "top-p count".into(),
+        "top token".into(),
+    ];
+    header.extend(alphas.iter().map(|a| format!("H_{a}")));
+    let refs: Vec<&str> = header.iter().map(String::as_str).collect();
+    let mut t = Table::new(
+        format!(
+            "{}: position {} (→ {next}), lens by block",
+            profile.model, p.position
+        ),
+        &refs,
+    );
+    for j in 0..p.shannon.len() {
+        let dh = if j == 0 {
+            String::new()
+        } else {
+            format!("{:+.3}", p.shannon[j] - p.shannon[j - 1])
+        };
+        let top = p
+            .top_k
+            .get(j)
+            .and_then(|k| k.first())
+            .map(|&(id, pr)| format!("{} ({:.2})", decode(tokenizer, id), pr))
+            .unwrap_or_default();
+        let mut row = vec![
+            (j + 1).to_string(),
+            format!("{:.3}", p.shannon[j]),
+            dh,
+            p.top_p_count[j].to_string(),
+            top,
+        ];
+        row.extend(alphas.iter().map(|a| format!("{:.3}", p.renyi[*a][j])));
+        t.row(row);
+    }
+    Ok(t)
+}

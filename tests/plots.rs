@@ -1,0 +1,235 @@
+//! Every chart function checked on its data: traces, axes, hover text carrying the right tokens;
+//! plus the offline HTML and the static SVG.
+
+mod common;
+
+use std::sync::OnceLock;
+
+use entropy_lens::analysis::{pca, Projection};
+use entropy_lens::lens::StatSpec;
+use entropy_lens::model::{load, LoadOptions, ModelSource};
+use entropy_lens::plots::{
+    delta_bars, depth_normalized, entropy_heatmap, mean_profile_bands, profile_lines,
+    profile_table, projection_scatter, renyi_similarity, skip_curves, HeatMetric,
+};
+use entropy_lens::profile::EntropyProfile;
+use entropy_lens::runner::{ProfileRequest, Profiler};
+use ndarray::{array, Array2};
+use serde_json::Value;
+
+const PROMPT: &str = "The Eiffel Tower is located in the city of";
+
+fn setup() -> &'static (Profiler, EntropyProfile) {
+    static CELL: OnceLock<(Profiler, EntropyProfile)> = OnceLock::new();
+    CELL.get_or_init(|| {
+        let spec = StatSpec {
+            alphas: vec![0.5, 2.0],
+            top_k: 3,
+            ..Default::default()
+        };
+        let mut p = Profiler::new(
+            load(&ModelSource::Gguf(common::smollm2()), &LoadOptions::cpu()).unwrap(),
+            spec,
+        )
+        .unwrap();
+        let profile = p
+            .run(&ProfileRequest::new(PROMPT).all_positions(true).generate(3))
+            .unwrap();
+        (p, profile)
+    })
+}
+
+fn json(chart: &entropy_lens::plots::Chart) -> Value {
+    serde_json::from_str(&chart.to_json()).unwrap()
+}
+
+#[test]
+fn heatmap_cells_hover_with_the_lens_tokens() {
+    let (prof, profile) = setup();
+    let chart = entropy_heatmap(profile, Some(&prof.tokenizer), HeatMetric::Shannon).unwrap();
+    let v = json(&chart);
+    let t = &v["data"][0];
+    assert_eq!(t["type"], "heatmap");
+    let n = profile.positions.len();
+    assert_eq!(n, 10 + 2);
+    assert_eq!(t["x"].as_array().unwrap().len(), n);
+    assert_eq!(t["y"].as_array().unwrap().len(), 30);
+    assert_eq!(t["y"][0], "block 1");
+    let z = t["z"].as_array().unwrap();
+    assert_eq!(z.len(), 30);
+    // z[block][position] is the profile's Shannon entropy.
+    assert_eq!(z[29][9].as_f64().unwrap(), profile.positions[9].shannon[29]);
+    // At the last prompt position the last block predicts " Paris": the hover and the cell say so.
+    let hover = t["hovertext"][29][9].as_str().unwrap();
+    assert!(
+        hover.contains("\" Paris\"") && hover.contains("block 30") && hover.contains("top-3"),
+        "{hover}"
+    );
+    assert_eq!(t["text"][29][9], "\" Paris\"");
+    assert!(t["x"][9].as_str().unwrap().contains("\" of\""));
+    // Top-p counts and Rényi views of the same data.
+    let c = entropy_heatmap(profile, None, HeatMetric::TopPCount).unwrap();
+    assert!(json(&c)["data"][0]["hovertext"][0][0]
+        .as_str()
+        .unwrap()
+        .contains('#'));
+    let r = entropy_heatmap(profile, None, HeatMetric::Renyi(2.0)).unwrap();
+    assert_eq!(
+        json(&r)["data"][0]["z"][3][1].as_f64().unwrap(),
+        profile.positions[1].renyi["2"][3]
+    );
+    assert!(entropy_heatmap(profile, None, HeatMetric::Renyi(7.0)).is_err());
+}
+
+#[test]
+fn lines_bands_and_depth() {
+    let (_, profile) = setup();
+    let chart = profile_lines(profile, Some(&[9, 10]), HeatMetric::Shannon).unwrap();
+    let v = json(&chart);
+    assert_eq!(v["data"].as_array().unwrap().len(), 2);
+    assert_eq!(v["data"][0]["x"][0], 1.0);
+    assert_eq!(v["data"][0]["y"].as_array().unwrap().len(), 30);
+    assert!(v["data"][0]["name"].as_str().unwrap().contains("Paris"));
+    assert_eq!(v["layout"]["xaxis"]["title"]["text"], "block");
+    assert!(profile_lines(profile, Some(&[99]), HeatMetric::Shannon).is_err());
+
+    let m = profile.shannon_matrix().unwrap();
+    let chart = mean_profile_bands(&[("all".into(), m.clone())], "H (nats)").unwrap();
+    let v = json(&chart);
+    let traces = v["data"].as_array().unwrap();
+    assert_eq!(traces.len(), 3); // +σ, −σ (filled to the previous), mean
+    assert_eq!(traces[1]["fill"], "tonexty");
+    let mean0 = m.column(0).mean().unwrap();
+    assert!((traces[2]["y"][0].as_f64().unwrap() - mean0).abs() < 1e-12);
+
+    let prof: Vec<f64> = profile.positions[9].shannon.clone();
+    let chart = depth_normalized(
+        &[
+            ("SmolLM2".into(), prof.clone()),
+            ("short".into(), vec![1.0, 2.0, 3.0]),
+        ],
+        11,
+    )
+    .unwrap();
+    let v = json(&chart);
+    assert_eq!(v["data"][0]["x"][10], 1.0);
+    assert_eq!(v["data"][0]["y"][0].as_f64().unwrap(), prof[0]);
+    assert_eq!(v["data"][0]["y"][10].as_f64().unwrap(), prof[29]);
+    assert_eq!(v["data"][1]["y"][5].as_f64().unwrap(), 2.0);
+}
+
+#[test]
+fn delta_bars_colour_expansion_and_pruning() {
+    let (_, profile) = setup();
+    let p = &profile.positions[9];
+    let chart = delta_bars(profile, 9).unwrap();
+    let v = json(&chart);
+    let t = &v["data"][0];
+    assert_eq!(t["type"], "bar");
+    assert_eq!(t["y"].as_array().unwrap().len(), 29);
+    for j in 1..30 {
+        let dh = t["y"][j - 1].as_f64().unwrap();
+        assert!((dh - (p.shannon[j] - p.shannon[j - 1])).abs() < 1e-12);
+        let color = t["marker"]["color"][j - 1].as_str().unwrap();
+        let expect = match p.top_p_count[j].cmp(&p.top_p_count[j - 1]) {
+            std::cmp::Ordering::Greater => "#2ca02c",
+            std::cmp::Ordering::Less => "#d62728",
+            std::cmp::Ordering::Equal => "#7f7f7f",
+        };
+        assert_eq!(color, expect, "block {}", j + 1);
+        assert_eq!(t["text"][j - 1], p.top_p_count[j].to_string());
+    }
+    assert!(delta_bars(profile, 50).is_err());
+}
+
+#[test]
+fn scatter_skip_curves_and_renyi_similarity() {
+    let x = array![
+        [0.0, 0.0, 1.0],
+        [0.1, 0.0, 1.1],
+        [5.0, 5.0, 0.0],
+        [5.2, 4.9, 0.1]
+    ];
+    let proj: Projection = pca(x.view(), 2).unwrap();
+    let labels: Vec<String> = ["a", "a", "b", "b"].iter().map(|s| s.to_string()).collect();
+    let chart = projection_scatter(&proj, &labels, Some(&[1.0, 2.0, 3.0, 4.0])).unwrap();
+    let v = json(&chart);
+    assert_eq!(v["data"].as_array().unwrap().len(), 2);
+    assert_eq!(v["data"][0]["name"], "a");
+    assert_eq!(v["data"][1]["x"].as_array().unwrap().len(), 2);
+    assert_eq!(v["data"][1]["marker"]["size"][1], 24);
+    assert!(chart.title().contains("PCA"));
+    assert!(projection_scatter(&proj, &labels[..3], None).is_err());
+
+    let chart = skip_curves(
+        &[0.0, 0.1, 0.2],
+        &[
+            ("expansion".into(), vec![1.0, 0.7, 0.4]),
+            ("pruning".into(), vec![1.0, 0.9, 0.8]),
+        ],
+    )
+    .unwrap();
+    let v = json(&chart);
+    assert_eq!(v["data"][0]["name"], "expansion");
+    assert_eq!(v["data"][1]["y"][2], 0.8);
+    assert!(skip_curves(&[0.0], &[("x".into(), vec![1.0, 2.0])]).is_err());
+
+    let f1 = array![[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]];
+    let f2 = array![[1.0, 1.0], [2.0, 2.0], [3.0, 3.1]];
+    let (chart, sigma) = renyi_similarity(&[0.5, 5.0], &[f1, f2]).unwrap();
+    let v = json(&chart);
+    assert_eq!(v["data"].as_array().unwrap().len(), 2);
+    assert_eq!(v["data"][1]["xaxis"], "x2");
+    let z = &v["data"][0]["z"];
+    assert!((z[0][0].as_f64().unwrap() - 1.0).abs() < 1e-12);
+    assert!((z[0][1].as_f64().unwrap()).abs() < 1e-12);
+    assert!((z[0][2].as_f64().unwrap() - 0.5f64.sqrt()).abs() < 1e-12);
+    // Nearly parallel profiles: flat similarity, small σ.
+    assert!(sigma[1] < sigma[0], "{sigma:?}");
+    assert!(v["layout"]["annotations"][1]["text"]
+        .as_str()
+        .unwrap()
+        .contains("α = 5"));
+    assert!(renyi_similarity(&[0.5], &[Array2::zeros((2, 2)), Array2::zeros((2, 2))]).is_err());
+}
+
+#[test]
+fn profile_table_lists_every_block() {
+    let (prof, profile) = setup();
+    let t = profile_table(profile, 9, Some(&prof.tokenizer)).unwrap();
+    assert_eq!(t.rows().len(), 30);
+    assert!(
+        t.rows()[29][4].starts_with("\" Paris\""),
+        "{:?}",
+        t.rows()[29]
+    );
+    assert_eq!(t.rows()[0][2], "");
+    let html = t.to_html();
+    assert!(html.contains("<table") && html.contains("H_0.5"));
+}
+
+#[test]
+fn html_is_offline_and_svg_is_a_sketch() {
+    let (prof, profile) = setup();
+    let chart = entropy_heatmap(profile, Some(&prof.tokenizer), HeatMetric::Shannon).unwrap();
+    let page = chart.to_standalone_html();
+    assert!(page.contains("plotly.js v3.0.1"), "plotly.js is embedded");
+    // Nothing is loaded from elsewhere: outside the embedded library, the page names no URL.
+    let ours = page.replace(&entropy_lens::plots::plotly_js_script(), "");
+    assert!(
+        !ours.contains("src=") && !ours.contains("href="),
+        "external reference"
+    );
+    assert!(page.contains("Plotly.newPlot"));
+    // The first notebook display carries plotly.js, the next ones only the chart.
+    entropy_lens::plots::reset_plotly_js();
+    assert!(chart.notebook_html().contains("plotly.js v3.0.1"));
+    assert!(!chart.notebook_html().contains("plotly.js v3.0.1"));
+    let svg = chart.to_svg();
+    assert!(svg.starts_with("<svg") && svg.ends_with("</svg>"));
+    assert!(svg.matches("<rect").count() >= 30 * profile.positions.len());
+    let dir = tempfile::tempdir().unwrap();
+    chart.save_html(dir.path().join("c.html")).unwrap();
+    chart.save_svg(dir.path().join("c.svg")).unwrap();
+    assert!(std::fs::metadata(dir.path().join("c.html")).unwrap().len() > 4_000_000);
+}
