@@ -21,7 +21,8 @@ else
   "$ENV_DIR/bin/pip" install -q -r scripts/requirements-notebooks.txt
 fi
 
-if [ "$("$EVCXR_ROOT/bin/evcxr_jupyter" --version 2>/dev/null | awk '{print $2}')" != "$EVCXR_VERSION" ]; then
+# cargo records what it installed under --root; evcxr_jupyter itself has no --version.
+if ! grep -q "evcxr_jupyter $EVCXR_VERSION " "$EVCXR_ROOT/.crates.toml" 2>/dev/null || [ ! -x "$EVCXR_ROOT/bin/evcxr_jupyter" ]; then
   echo "installing evcxr_jupyter $EVCXR_VERSION (about 12 minutes on 2 cores, once)"
   cargo install evcxr_jupyter --version "$EVCXR_VERSION" --locked --root "$EVCXR_ROOT"
 fi

@@ -36,11 +36,24 @@ pub mod runner;
 
 pub use error::{Error, Result};
 
+// The versions this crate is built with, so notebooks need a single `:dep`.
+pub use candle_core;
+pub use ndarray;
+pub use plotly;
+
 /// The names a notebook needs.
 pub mod prelude {
+    pub use crate::analysis::{
+        c1_spearman, c2_overlap, knn_cross_validate, pca, tsne, KnnCvConfig, Labels, TsneConfig,
+    };
     pub use crate::error::{Error, Result};
     pub use crate::lens::{Lens, StatSpec};
     pub use crate::model::{load, LoadOptions, Model, ModelSource, TextTokenizer, WeightDType};
+    pub use crate::plots::{
+        delta_bars, depth_normalized, entropy_heatmap, mean_profile_bands, profile_lines,
+        profile_table, projection_scatter, renyi_lines, renyi_similarity, skip_curves, Chart,
+        HeatMetric,
+    };
     pub use crate::profile::{EntropyProfile, PositionProfile};
     pub use crate::runner::{ProfileRequest, Profiler, Sampling};
     pub use candle_core::Device;

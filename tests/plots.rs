@@ -10,7 +10,7 @@ use entropy_lens::lens::StatSpec;
 use entropy_lens::model::{load, LoadOptions, ModelSource};
 use entropy_lens::plots::{
     delta_bars, depth_normalized, entropy_heatmap, mean_profile_bands, profile_lines,
-    profile_table, projection_scatter, renyi_similarity, skip_curves, HeatMetric,
+    profile_table, projection_scatter, renyi_lines, renyi_similarity, skip_curves, HeatMetric,
 };
 use entropy_lens::profile::EntropyProfile;
 use entropy_lens::runner::{ProfileRequest, Profiler};
@@ -116,6 +116,26 @@ fn lines_bands_and_depth() {
     assert_eq!(v["data"][0]["y"][0].as_f64().unwrap(), prof[0]);
     assert_eq!(v["data"][0]["y"][10].as_f64().unwrap(), prof[29]);
     assert_eq!(v["data"][1]["y"][5].as_f64().unwrap(), 2.0);
+}
+
+#[test]
+fn renyi_lines_order_the_alphas() {
+    let (_, profile) = setup();
+    let v = json(&renyi_lines(profile, 9).unwrap());
+    let names: Vec<&str> = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["α = 0.5", "α = 1 (Shannon)", "α = 2"]);
+    let p = &profile.positions[9];
+    assert_eq!(v["data"][0]["y"][7].as_f64().unwrap(), p.renyi["0.5"][7]);
+    assert_eq!(v["data"][1]["y"][7].as_f64().unwrap(), p.shannon[7]);
+    // Rényi entropy falls with α.
+    for j in 0..30 {
+        assert!(p.renyi["0.5"][j] >= p.shannon[j] - 1e-9 && p.shannon[j] >= p.renyi["2"][j] - 1e-9);
+    }
 }
 
 #[test]

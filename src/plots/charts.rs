@@ -217,6 +217,69 @@ pub fn profile_lines(
     ))
 }
 
+/// Shannon and every measured Rényi entropy of one position (index into `profile.positions`)
+/// over blocks: how the choice of α reshapes a profile.
+pub fn renyi_lines(profile: &EntropyProfile, position_index: usize) -> Result<Chart> {
+    let p = profile.positions.get(position_index).ok_or_else(|| {
+        Error::invalid(format!(
+            "position index {position_index} is outside 0..{}",
+            profile.positions.len()
+        ))
+    })?;
+    if p.renyi.is_empty() {
+        return Err(Error::Data(
+            "the profile has no Rényi entropies; measure them with StatSpec::alphas (CLI: --alpha)"
+                .into(),
+        ));
+    }
+    let mut keyed: Vec<(f64, String, Vec<f64>)> = p
+        .renyi
+        .iter()
+        .map(|(k, v)| {
+            (
+                crate::lens::parse_alpha(k).unwrap_or(f64::NAN),
+                format!("α = {k}"),
+                v.clone(),
+            )
+        })
+        .collect();
+    keyed.push((1.0, "α = 1 (Shannon)".into(), p.shannon.clone()));
+    keyed.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut plot = Plot::new();
+    let mut series = Vec::new();
+    for (_, name, ys) in keyed {
+        let xs: Vec<f64> = (1..=ys.len()).map(|j| j as f64).collect();
+        plot.add_trace(
+            Scatter::new(xs.clone(), ys.clone())
+                .mode(Mode::LinesMarkers)
+                .name(&name),
+        );
+        series.push((name, xs, ys));
+    }
+    let next = profile
+        .tokens
+        .get(p.position + 1)
+        .map(|t| token_label(t))
+        .unwrap_or_else(|| "·".into());
+    let title = format!(
+        "Rényi entropies by block at position {} (→ {next})",
+        p.position
+    );
+    plot.set_layout(layout(&title, "block", "entropy (nats)", 420));
+    let bands = vec![None; series.len()];
+    Ok(Chart::new(
+        plot,
+        title,
+        420,
+        Sketch::Lines {
+            x_label: "block".into(),
+            y_label: "entropy (nats)".into(),
+            series,
+            bands,
+        },
+    ))
+}
+
 /// Mean profile ± one standard deviation per group of profiles (rows: samples, columns: blocks),
 /// as the paper's Figure 10.
 pub fn mean_profile_bands(groups: &[(String, Array2<f64>)], y_label: &str) -> Result<Chart> {

@@ -6,7 +6,7 @@
 //! chart also carries a static SVG sketch of its data: it is what shows where scripts do not run
 //! (GitHub's notebook view, untrusted notebooks), and `save_svg` writes it for papers.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use plotly::Plot;
 
@@ -18,7 +18,7 @@ mod traces;
 
 pub use charts::{
     delta_bars, depth_normalized, entropy_heatmap, mean_profile_bands, profile_lines,
-    profile_table, projection_scatter, renyi_similarity, skip_curves, HeatMetric,
+    profile_table, projection_scatter, renyi_lines, renyi_similarity, skip_curves, HeatMetric,
 };
 pub(crate) use svg::Sketch;
 
@@ -26,7 +26,10 @@ pub(crate) use svg::Sketch;
 pub const PLOTLY_JS_VERSION: &str = "3.0.1";
 const PLOTLY_JS: &str = include_str!("../../vendor/plotly.js-dist-min/plotly.min.js");
 
-static PLOTLY_SENT: AtomicBool = AtomicBool::new(false);
+/// Marks, for the whole process, that plotly.js went out with a notebook display. evcxr links this
+/// crate into every cell's library, so a `static` would reset at each cell; the environment is
+/// shared by all of them.
+const PLOTLY_SENT_ENV: &str = "ENTROPY_LENS_PLOTLY_JS_SENT";
 static NEXT_ID: AtomicUsize = AtomicUsize::new(0);
 
 /// A chart: the Plotly figure plus a static sketch of the same data.
@@ -81,8 +84,13 @@ impl Chart {
     /// A `<div>` with the static sketch, replaced by the interactive chart once plotly.js is
     /// loaded (waits for it if it arrives later on the page). Does not include plotly.js.
     pub fn to_html_fragment(&self) -> String {
+        // Unique across evcxr cells too (each cell has its own copy of NEXT_ID).
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
         let id = format!(
-            "entropy-lens-{}-{}",
+            "entropy-lens-{}-{nanos}-{}",
             std::process::id(),
             NEXT_ID.fetch_add(1, Ordering::Relaxed)
         );
@@ -126,9 +134,10 @@ impl Chart {
 
     /// HTML for a notebook output: plotly.js the first time in this process, then the chart.
     pub fn notebook_html(&self) -> String {
-        let js = if PLOTLY_SENT.swap(true, Ordering::SeqCst) {
+        let js = if std::env::var_os(PLOTLY_SENT_ENV).is_some() {
             String::new()
         } else {
+            std::env::set_var(PLOTLY_SENT_ENV, "1");
             plotly_js_script()
         };
         format!("{js}{}", self.to_html_fragment())
@@ -149,5 +158,5 @@ fn escape(s: &str) -> String {
 
 /// Makes the next displayed chart embed plotly.js again (e.g. after clearing a notebook's outputs).
 pub fn reset_plotly_js() {
-    PLOTLY_SENT.store(false, Ordering::SeqCst);
+    std::env::remove_var(PLOTLY_SENT_ENV);
 }

@@ -1,0 +1,134 @@
+//! The published HTML report renders its Plotly charts in a real browser with no network:
+//! headless Chromium (Debian's `chromium`) in its own network namespace, DNS pointed nowhere.
+//!
+//! Needs Chromium, so it is ignored by a plain `cargo test`; `scripts/test.sh` installs Chromium and
+//! runs it. `REPORT_HTML` selects the file (default `reports/01_quickstart.html`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn chromium() -> PathBuf {
+    for c in ["chromium", "chromium-browser", "google-chrome"] {
+        if let Ok(out) = Command::new("which").arg(c).output() {
+            if out.status.success() {
+                return PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+            }
+        }
+    }
+    panic!("Chromium is not installed: `apt-get install chromium` (scripts/test.sh does it)");
+}
+
+/// Runs Chromium headless on `url` with `args`, offline.
+fn offline_chromium(profile: &Path, args: &[String]) -> std::process::Output {
+    let mut cmd_args: Vec<String> = vec![
+        "--headless".into(),
+        "--no-sandbox".into(),
+        "--disable-gpu".into(),
+        "--no-first-run".into(),
+        "--disable-background-networking".into(),
+        "--disable-component-update".into(),
+        "--disable-sync".into(),
+        "--disable-quic".into(),
+        // Belt and braces: no name resolves and every request goes to a closed local port.
+        "--host-resolver-rules=MAP * ~NOTFOUND".into(),
+        "--proxy-server=127.0.0.1:9".into(),
+        format!("--user-data-dir={}", profile.display()),
+        "--virtual-time-budget=30000".into(),
+        "--run-all-compositor-stages-before-draw".into(),
+    ];
+    cmd_args.extend_from_slice(args);
+    // A network namespace of its own when we may create one (root, or user namespaces).
+    let isolated = Command::new("unshare")
+        .args(["-n", "true"])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    let mut cmd = if isolated {
+        let mut c = Command::new("unshare");
+        c.arg("-n").arg(chromium());
+        c
+    } else {
+        Command::new(chromium())
+    };
+    cmd.args(&cmd_args).output().expect("running chromium")
+}
+
+#[test]
+#[ignore = "needs Debian's chromium; run by scripts/test.sh"]
+fn report_renders_plotly_charts_offline() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let html = std::env::var("REPORT_HTML")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| root.join("reports/01_quickstart.html"));
+    let html = html
+        .canonicalize()
+        .unwrap_or_else(|_| panic!("{} is missing", html.display()));
+    let url = format!("file://{}", html.display());
+    let tmp = tempfile::tempdir().unwrap();
+
+    let dom = offline_chromium(&tmp.path().join("p1"), &["--dump-dom".into(), url.clone()]);
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    let charts = dom.matches("class=\"entropy-lens-chart").count();
+    let plotted = dom.matches("js-plotly-plot").count();
+    let main_svg = dom.matches("main-svg").count();
+    println!(
+        "{}: {charts} chart divs, {plotted} drawn by plotly.js, {main_svg} plotly SVG layers",
+        html.display()
+    );
+    assert!(
+        charts >= 8,
+        "expected the quickstart's charts, found {charts}"
+    );
+    assert!(
+        plotted >= charts,
+        "plotly.js drew {plotted} of {charts} charts offline"
+    );
+    assert!(
+        main_svg >= 2 * charts,
+        "too few plotly SVG layers: {main_svg}"
+    );
+    assert!(
+        dom.contains("class=\"heatmaplayer") || dom.contains("heatmaplayer"),
+        "no heatmap layer drawn"
+    );
+
+    let shot = tmp.path().join("shot.png");
+    offline_chromium(
+        &tmp.path().join("p2"),
+        &[
+            format!("--screenshot={}", shot.display()),
+            "--window-size=1280,2400".into(),
+            url,
+        ],
+    );
+    let decoder = png::Decoder::new(std::io::BufReader::new(
+        std::fs::File::open(&shot).expect("screenshot written"),
+    ));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let bytes = &buf[..info.buffer_size()];
+    let channels = info.color_type.samples();
+    let mut colours = std::collections::HashSet::new();
+    let mut non_white = 0usize;
+    for px in bytes.chunks(channels) {
+        colours.insert(px[..3.min(px.len())].to_vec());
+        if px.iter().take(3).any(|&c| c < 235) {
+            non_white += 1;
+        }
+    }
+    let total = bytes.len() / channels;
+    println!(
+        "screenshot {}×{}: {} colours, {:.1}% non-white",
+        info.width,
+        info.height,
+        colours.len(),
+        100.0 * non_white as f64 / total as f64
+    );
+    assert!(
+        colours.len() > 50,
+        "the page looks blank ({} colours)",
+        colours.len()
+    );
+    assert!(non_white * 50 > total, "the page looks blank");
+}
