@@ -456,6 +456,34 @@ mod tests {
     }
 
     #[test]
+    fn repeated_splits_are_stratified_and_score_separable_data() {
+        // Two well-separated clusters: every split classifies perfectly.
+        let x = Array2::from_shape_fn(
+            (40, 2),
+            |(i, j)| if i < 20 { j as f64 } else { 10.0 + j as f64 } + (i % 5) as f64 * 0.01,
+        );
+        let labels = Labels::encode(
+            &(0..40)
+                .map(|i| if i < 20 { "a" } else { "b" })
+                .collect::<Vec<_>>(),
+        );
+        let r = repeated_split_f1(x.view(), &labels, 3, 10, 0.5, 1, true).unwrap();
+        assert_eq!(r.f1_splits.len(), 10);
+        assert!(r.f1_splits.iter().all(|&f| f == 1.0));
+        assert_eq!((r.f1_mean, r.f1_std), (1.0, 0.0));
+        // Random labels: chance level on average.
+        let noisy = Labels::encode(
+            &(0..40)
+                .map(|i| if (i * 7) % 3 == 0 { "a" } else { "b" })
+                .collect::<Vec<_>>(),
+        );
+        let r = repeated_split_f1(x.view(), &noisy, 3, 10, 0.5, 1, false).unwrap();
+        assert!(r.f1_mean < 0.8, "{}", r.f1_mean);
+        assert!(repeated_split_f1(x.view(), &labels, 3, 10, 1.5, 1, false).is_err());
+        assert!(r.to_string().contains("macro F1"));
+    }
+
+    #[test]
     fn input_errors() {
         let x = Array2::<f64>::zeros((20, 3));
         let one = Labels::encode(&vec!["a"; 20]);

@@ -1,0 +1,90 @@
+//! Chat templates and sampling on the real offline models.
+
+mod common;
+
+use entropy_lens::lens::StatSpec;
+use entropy_lens::model::{load, LoadOptions, ModelSource};
+use entropy_lens::runner::{ProfileRequest, Profiler, Sampling};
+
+fn profiler(path: std::path::PathBuf) -> Profiler {
+    Profiler::new(
+        load(&ModelSource::Gguf(path), &LoadOptions::cpu()).unwrap(),
+        StatSpec::default(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn chat_templates_wrap_the_prompt_as_a_user_turn() {
+    let smol = profiler(common::smollm2());
+    let text = smol.tokenizer.apply_chat_template("Hi there").unwrap();
+    assert!(text.starts_with("<|im_start|>system\n"), "{text:?}");
+    assert!(
+        text.ends_with("<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n"),
+        "{text:?}"
+    );
+    let ids = smol
+        .prompt_ids(&ProfileRequest::new("Hi there").chat(true))
+        .unwrap();
+    // Special tokens are single ids: <|im_start|> = 1, <|im_end|> = 2.
+    assert_eq!(ids[0], 1);
+    assert_eq!(ids.iter().filter(|&&i| i == 2).count(), 2);
+    assert_eq!(smol.tokenizer.decode(&ids).unwrap(), text);
+    // A chat turn ends at <|im_end|>: generation stops there unless told otherwise.
+    assert!(smol.tokenizer.eos_token_ids().contains(&2));
+
+    // The Gemma GGUF carries no template: the built-in Gemma turn format, BOS included once.
+    let gemma = profiler(common::gemma3());
+    let ids = gemma
+        .prompt_ids(&ProfileRequest::new("Hi there").chat(true))
+        .unwrap();
+    let text = gemma.tokenizer.decode(&ids).unwrap();
+    assert_eq!(
+        text,
+        "<bos><start_of_turn>user\nHi there<end_of_turn>\n<start_of_turn>model\n"
+    );
+    assert_eq!(ids[0], 2);
+    assert_eq!(ids.iter().filter(|&&i| i == 2).count(), 1);
+    assert!(
+        gemma.tokenizer.eos_token_ids().contains(&106),
+        "<end_of_turn> ends a turn"
+    );
+}
+
+#[test]
+fn seeded_sampling_is_reproducible_and_differs_from_greedy() {
+    let mut p = profiler(common::smollm2());
+    let prompt = "Once upon a time,";
+    let sample = |p: &mut Profiler, seed: u64| {
+        let s = Sampling {
+            temperature: 1.0,
+            top_p: Some(0.95),
+            seed,
+        };
+        p.run(
+            &ProfileRequest::new(prompt)
+                .generate(12)
+                .ignore_eos(true)
+                .sampling(s),
+        )
+        .unwrap()
+        .generated_ids
+    };
+    let a = sample(&mut p, 7);
+    let b = sample(&mut p, 7);
+    let c = sample(&mut p, 8);
+    assert_eq!(a, b, "same seed, same tokens");
+    assert_ne!(a, c, "another seed, another generation");
+    let greedy = p
+        .run(&ProfileRequest::new(prompt).generate(12).ignore_eos(true))
+        .unwrap()
+        .generated_ids;
+    assert_ne!(a, greedy);
+    let bad = Sampling {
+        temperature: -1.0,
+        ..Default::default()
+    };
+    assert!(p
+        .run(&ProfileRequest::new(prompt).generate(2).sampling(bad))
+        .is_err());
+}
