@@ -64,8 +64,10 @@ pub fn export_gguf_to_hf(gguf: &Path, out: &Path, shards: usize) -> Result<()> {
     names.sort();
     let mut tensors: Vec<(String, Tensor)> = Vec::with_capacity(names.len());
     for gname in names {
-        let Some(name) = hf_name(architecture, gname) else {
-            // rope_freqs and other llama.cpp-only tensors have no Hugging Face counterpart.
+        // rope_freqs (llama.cpp's RoPE scaling factors) has no Hugging Face counterpart: the
+        // scaling belongs in config.json.
+        let Some(name) = hf_name(architecture, gname).filter(|n| !n.ends_with("rope_freqs.weight"))
+        else {
             continue;
         };
         let mut t = content

@@ -175,45 +175,10 @@ fn load_gguf(path: &Path, source: &ModelSource, opts: &LoadOptions) -> Result<Lo
         })?;
     let architecture: Architecture = arch_name.parse()?;
     let tokenizer = TextTokenizer::from_gguf(&md)?;
+    let config = FamilyConfig::from_gguf(architecture, &md)?;
     let dtype = opts.dtype.unwrap_or(WeightDType::Quantized);
-    let (family, info): (Box<dyn Family>, _) = match architecture {
-        Architecture::Llama => {
-            let cfg = llama::Config::from_gguf(&md)?;
-            let info = (
-                cfg.num_hidden_layers,
-                cfg.hidden_size,
-                cfg.vocab_size,
-                cfg.max_position_embeddings,
-            );
-            let w = Weights::gguf(path, content, file, architecture, dtype, &opts.device)?;
-            (Box::new(llama::Llama::new(&cfg, &w)?), info)
-        }
-        Architecture::Gemma3 => {
-            let cfg = gemma3::Config::from_gguf(&md)?;
-            let info = (
-                cfg.num_hidden_layers,
-                cfg.hidden_size,
-                cfg.vocab_size,
-                cfg.max_position_embeddings,
-            );
-            let w = Weights::gguf(path, content, file, architecture, dtype, &opts.device)?;
-            (Box::new(gemma3::Gemma3::new(&cfg, &w)?), info)
-        }
-    };
-    let info = ModelInfo {
-        name: source.name(),
-        architecture,
-        n_layers: info.0,
-        d_model: info.1,
-        vocab_size: info.2,
-        context_length: info.3,
-        dtype,
-        source: source.describe(),
-    };
-    Ok(LoadedModel {
-        model: Model::new(family, info, opts.device.clone()),
-        tokenizer,
-    })
+    let weights = Weights::gguf(path, content, file, architecture, dtype, &opts.device)?;
+    assemble(config, &weights, tokenizer, source, opts)
 }
 
 /// The safetensors files of a Hugging Face folder: the shards named by the index, or the single file.
@@ -274,37 +239,73 @@ fn load_hf_folder(folder: &Path, source: &ModelSource, opts: &LoadOptions) -> Re
     let dtype = opts.dtype.unwrap_or(WeightDType::F32);
     let files = safetensors_files(folder)?;
     let w = Weights::safetensors(folder, &files, dtype, &opts.device)?;
-    let parse_err = |e: serde_json::Error| Error::Config(format!("config.json: {e}"));
-    let (family, info): (Box<dyn Family>, _) = match architecture {
-        Architecture::Llama => {
-            let cfg: llama::Config = serde_json::from_value(cfg_json).map_err(parse_err)?;
-            let info = (
-                cfg.num_hidden_layers,
-                cfg.hidden_size,
-                cfg.vocab_size,
-                cfg.max_position_embeddings,
-            );
-            (Box::new(llama::Llama::new(&cfg, &w)?), info)
-        }
-        Architecture::Gemma3 => {
-            let cfg: gemma3::Config = serde_json::from_value(cfg_json).map_err(parse_err)?;
-            let info = (
-                cfg.num_hidden_layers,
-                cfg.hidden_size,
-                cfg.vocab_size,
-                cfg.max_position_embeddings,
-            );
-            (Box::new(gemma3::Gemma3::new(&cfg, &w)?), info)
-        }
+    let config = FamilyConfig::from_hf(architecture, cfg_json)?;
+    assemble(config, &w, tokenizer, source, opts)
+}
+
+/// A family's configuration, whichever format it was read from.
+enum FamilyConfig {
+    Llama(llama::Config),
+    Gemma3(gemma3::Config),
+}
+
+impl FamilyConfig {
+    fn from_gguf(arch: Architecture, md: &GgufMetadata) -> Result<Self> {
+        Ok(match arch {
+            Architecture::Llama => FamilyConfig::Llama(llama::Config::from_gguf(md)?),
+            Architecture::Gemma3 => FamilyConfig::Gemma3(gemma3::Config::from_gguf(md)?),
+        })
+    }
+
+    fn from_hf(arch: Architecture, json: serde_json::Value) -> Result<Self> {
+        let parse_err = |e: serde_json::Error| Error::Config(format!("config.json: {e}"));
+        Ok(match arch {
+            Architecture::Llama => {
+                FamilyConfig::Llama(serde_json::from_value(json).map_err(parse_err)?)
+            }
+            Architecture::Gemma3 => {
+                FamilyConfig::Gemma3(serde_json::from_value(json).map_err(parse_err)?)
+            }
+        })
+    }
+}
+
+/// Builds the family's blocks from `weights` and wraps them with the model's description.
+fn assemble(
+    config: FamilyConfig,
+    weights: &Weights,
+    tokenizer: TextTokenizer,
+    source: &ModelSource,
+    opts: &LoadOptions,
+) -> Result<LoadedModel> {
+    let (architecture, n_layers, d_model, vocab_size, context_length) = match &config {
+        FamilyConfig::Llama(c) => (
+            Architecture::Llama,
+            c.num_hidden_layers,
+            c.hidden_size,
+            c.vocab_size,
+            c.max_position_embeddings,
+        ),
+        FamilyConfig::Gemma3(c) => (
+            Architecture::Gemma3,
+            c.num_hidden_layers,
+            c.hidden_size,
+            c.vocab_size,
+            c.max_position_embeddings,
+        ),
+    };
+    let family: Box<dyn Family> = match &config {
+        FamilyConfig::Llama(c) => Box::new(llama::Llama::new(c, weights)?),
+        FamilyConfig::Gemma3(c) => Box::new(gemma3::Gemma3::new(c, weights)?),
     };
     let info = ModelInfo {
         name: source.name(),
         architecture,
-        n_layers: info.0,
-        d_model: info.1,
-        vocab_size: info.2,
-        context_length: info.3,
-        dtype,
+        n_layers,
+        d_model,
+        vocab_size,
+        context_length,
+        dtype: weights.dtype(),
         source: source.describe(),
     };
     Ok(LoadedModel {

@@ -422,69 +422,80 @@ impl Weights {
     }
 }
 
-/// Translate a Hugging Face tensor name to its llama.cpp GGUF name.
-pub(crate) fn gguf_name(arch: Architecture, hf: &str) -> Option<String> {
-    match hf {
-        "model.embed_tokens.weight" => return Some("token_embd.weight".into()),
-        "model.norm.weight" => return Some("output_norm.weight".into()),
-        "lm_head.weight" => return Some("output.weight".into()),
-        "model.rope_freqs.weight" => return Some("rope_freqs.weight".into()),
-        _ => {}
+/// Whole-model tensors: (Hugging Face name, GGUF name).
+const MODEL_TENSORS: [(&str, &str); 4] = [
+    ("model.embed_tokens.weight", "token_embd.weight"),
+    ("model.norm.weight", "output_norm.weight"),
+    ("lm_head.weight", "output.weight"),
+    ("model.rope_freqs.weight", "rope_freqs.weight"),
+];
+
+/// Per-block tensors: (Hugging Face module, GGUF name) under `model.layers.{i}.` / `blk.{i}.`.
+fn block_tensors(arch: Architecture) -> Vec<(&'static str, &'static str)> {
+    let mut t = vec![
+        ("input_layernorm", "attn_norm"),
+        ("self_attn.q_proj", "attn_q"),
+        ("self_attn.k_proj", "attn_k"),
+        ("self_attn.v_proj", "attn_v"),
+        ("self_attn.o_proj", "attn_output"),
+        ("self_attn.q_norm", "attn_q_norm"),
+        ("self_attn.k_norm", "attn_k_norm"),
+        ("mlp.gate_proj", "ffn_gate"),
+        ("mlp.up_proj", "ffn_up"),
+        ("mlp.down_proj", "ffn_down"),
+    ];
+    // The norm after attention is `ffn_norm` in a Llama file; Gemma 3 files have sandwich norms,
+    // where `ffn_norm` is the norm before the MLP.
+    match arch {
+        Architecture::Llama => t.push(("post_attention_layernorm", "ffn_norm")),
+        Architecture::Gemma3 => t.extend([
+            ("post_attention_layernorm", "post_attention_norm"),
+            ("pre_feedforward_layernorm", "ffn_norm"),
+            ("post_feedforward_layernorm", "post_ffw_norm"),
+        ]),
     }
-    let rest = hf.strip_prefix("model.layers.")?;
-    let (layer, tail) = rest.split_once('.')?;
+    t
+}
+
+/// Maps a tensor name between the two conventions; `to_gguf` picks the direction.
+fn map_name(arch: Architecture, name: &str, to_gguf: bool) -> Option<String> {
+    let pick = |pair: &(&'static str, &'static str)| {
+        if to_gguf {
+            (pair.0, pair.1)
+        } else {
+            (pair.1, pair.0)
+        }
+    };
+    if let Some((_, to)) = MODEL_TENSORS
+        .iter()
+        .map(pick)
+        .find(|(from, _)| *from == name)
+    {
+        return Some(to.to_string());
+    }
+    let (from_prefix, to_prefix) = if to_gguf {
+        ("model.layers.", "blk.")
+    } else {
+        ("blk.", "model.layers.")
+    };
+    let (layer, tail) = name.strip_prefix(from_prefix)?.split_once('.')?;
     let layer: usize = layer.parse().ok()?;
     let tail = tail.strip_suffix(".weight")?;
-    let g = match (tail, arch) {
-        ("input_layernorm", _) => "attn_norm",
-        ("self_attn.q_proj", _) => "attn_q",
-        ("self_attn.k_proj", _) => "attn_k",
-        ("self_attn.v_proj", _) => "attn_v",
-        ("self_attn.o_proj", _) => "attn_output",
-        ("self_attn.q_norm", _) => "attn_q_norm",
-        ("self_attn.k_norm", _) => "attn_k_norm",
-        ("post_attention_layernorm", Architecture::Llama) => "ffn_norm",
-        ("post_attention_layernorm", Architecture::Gemma3) => "post_attention_norm",
-        ("pre_feedforward_layernorm", _) => "ffn_norm",
-        ("post_feedforward_layernorm", _) => "post_ffw_norm",
-        ("mlp.gate_proj", _) => "ffn_gate",
-        ("mlp.up_proj", _) => "ffn_up",
-        ("mlp.down_proj", _) => "ffn_down",
-        _ => return None,
-    };
-    Some(format!("blk.{layer}.{g}.weight"))
+    let (_, to) = block_tensors(arch)
+        .iter()
+        .map(pick)
+        .find(|(from, _)| *from == tail)?;
+    Some(format!("{to_prefix}{layer}.{to}.weight"))
+}
+
+/// Translate a Hugging Face tensor name to its llama.cpp GGUF name.
+pub(crate) fn gguf_name(arch: Architecture, hf: &str) -> Option<String> {
+    map_name(arch, hf, true)
 }
 
 /// Inverse of [`gguf_name`], used when exporting a GGUF file to the Hugging Face layout.
 pub(crate) fn hf_name(arch: Architecture, gguf: &str) -> Option<String> {
-    match gguf {
-        "token_embd.weight" => return Some("model.embed_tokens.weight".into()),
-        "output_norm.weight" => return Some("model.norm.weight".into()),
-        "output.weight" => return Some("lm_head.weight".into()),
-        _ => {}
-    }
-    let rest = gguf.strip_prefix("blk.")?;
-    let (layer, tail) = rest.split_once('.')?;
-    let layer: usize = layer.parse().ok()?;
-    let tail = tail.strip_suffix(".weight")?;
-    let h = match (tail, arch) {
-        ("attn_norm", _) => "input_layernorm",
-        ("attn_q", _) => "self_attn.q_proj",
-        ("attn_k", _) => "self_attn.k_proj",
-        ("attn_v", _) => "self_attn.v_proj",
-        ("attn_output", _) => "self_attn.o_proj",
-        ("attn_q_norm", _) => "self_attn.q_norm",
-        ("attn_k_norm", _) => "self_attn.k_norm",
-        ("ffn_norm", Architecture::Llama) => "post_attention_layernorm",
-        ("ffn_norm", Architecture::Gemma3) => "pre_feedforward_layernorm",
-        ("post_attention_norm", _) => "post_attention_layernorm",
-        ("post_ffw_norm", _) => "post_feedforward_layernorm",
-        ("ffn_gate", _) => "mlp.gate_proj",
-        ("ffn_up", _) => "mlp.up_proj",
-        ("ffn_down", _) => "mlp.down_proj",
-        _ => return None,
-    };
-    Some(format!("model.layers.{layer}.{h}.weight"))
+    map_name(arch, gguf, false)
 }
 
 #[cfg(test)]

@@ -54,6 +54,16 @@ impl HeatMetric {
     }
 }
 
+/// The measured position at `index` (into `profile.positions`), or a clear error.
+fn position_at(profile: &EntropyProfile, index: usize) -> Result<&PositionProfile> {
+    profile.positions.get(index).ok_or_else(|| {
+        Error::invalid(format!(
+            "position index {index} is outside 0..{} (indices count measured positions)",
+            profile.positions.len()
+        ))
+    })
+}
+
 fn token_label(t: &str) -> String {
     let shown: String = t.replace('\n', "\\n").replace('\t', "\\t");
     format!("{shown:?}")
@@ -177,55 +187,71 @@ pub fn profile_lines(
     if chosen.is_empty() {
         return Err(Error::Data("no positions to plot".into()));
     }
-    let mut plot = Plot::new();
     let mut series = Vec::new();
     for &i in &chosen {
-        let p = profile.positions.get(i).ok_or_else(|| {
-            Error::invalid(format!(
-                "position index {i} is outside 0..{}",
-                profile.positions.len()
-            ))
-        })?;
+        let p = position_at(profile, i)?;
         let ys = metric.values(p)?;
-        let xs: Vec<f64> = (1..=ys.len()).map(|j| j as f64).collect();
         let next = profile
             .tokens
             .get(p.position + 1)
             .map(|t| token_label(t))
             .unwrap_or_else(|| "·".into());
-        let name = format!("{} → {next}", p.position);
-        plot.add_trace(
-            Scatter::new(xs.clone(), ys.clone())
-                .mode(Mode::LinesMarkers)
-                .name(&name),
-        );
-        series.push((name, xs, ys));
+        series.push((
+            format!("{} → {next}", p.position),
+            blocks_axis(ys.len()),
+            ys,
+        ));
     }
     let title = format!("{}: entropy profiles", profile.model);
-    plot.set_layout(layout(&title, "block", &metric.name(), 420));
+    Ok(line_chart(
+        &title,
+        "block",
+        &metric.name(),
+        series,
+        Mode::LinesMarkers,
+    ))
+}
+
+/// 1, 2, …, n: the block axis.
+fn blocks_axis(n: usize) -> Vec<f64> {
+    (1..=n).map(|j| j as f64).collect()
+}
+
+/// A line chart of named (x, y) series, with its static sketch.
+fn line_chart(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: Vec<(String, Vec<f64>, Vec<f64>)>,
+    mode: Mode,
+) -> Chart {
+    let mut plot = Plot::new();
+    for (name, xs, ys) in &series {
+        plot.add_trace(
+            Scatter::new(xs.clone(), ys.clone())
+                .mode(mode.clone())
+                .name(name),
+        );
+    }
+    plot.set_layout(layout(title, x_label, y_label, 420));
     let bands = vec![None; series.len()];
-    Ok(Chart::new(
+    Chart::new(
         plot,
         title,
         420,
         Sketch::Lines {
-            x_label: "block".into(),
-            y_label: metric.name(),
+            x_label: x_label.into(),
+            y_label: y_label.into(),
             series,
             bands,
         },
-    ))
+    )
 }
 
 /// Shannon and every measured Rényi entropy of one position (index into `profile.positions`)
 /// over blocks: how the choice of α reshapes a profile.
 pub fn renyi_lines(profile: &EntropyProfile, position_index: usize) -> Result<Chart> {
-    let p = profile.positions.get(position_index).ok_or_else(|| {
-        Error::invalid(format!(
-            "position index {position_index} is outside 0..{}",
-            profile.positions.len()
-        ))
-    })?;
+    let p = position_at(profile, position_index)?;
     if p.renyi.is_empty() {
         return Err(Error::Data(
             "the profile has no Rényi entropies; measure them with StatSpec::alphas (CLI: --alpha)"
@@ -236,26 +262,16 @@ pub fn renyi_lines(profile: &EntropyProfile, position_index: usize) -> Result<Ch
         .renyi
         .iter()
         .map(|(k, v)| {
-            (
-                crate::lens::parse_alpha(k).unwrap_or(f64::NAN),
-                format!("α = {k}"),
-                v.clone(),
-            )
+            let a = crate::lens::parse_alpha(k).unwrap_or(f64::NAN);
+            (a, format!("α = {k}"), v.clone())
         })
         .collect();
     keyed.push((1.0, "α = 1 (Shannon)".into(), p.shannon.clone()));
     keyed.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mut plot = Plot::new();
-    let mut series = Vec::new();
-    for (_, name, ys) in keyed {
-        let xs: Vec<f64> = (1..=ys.len()).map(|j| j as f64).collect();
-        plot.add_trace(
-            Scatter::new(xs.clone(), ys.clone())
-                .mode(Mode::LinesMarkers)
-                .name(&name),
-        );
-        series.push((name, xs, ys));
-    }
+    let series = keyed
+        .into_iter()
+        .map(|(_, name, ys)| (name, blocks_axis(ys.len()), ys))
+        .collect();
     let next = profile
         .tokens
         .get(p.position + 1)
@@ -265,18 +281,12 @@ pub fn renyi_lines(profile: &EntropyProfile, position_index: usize) -> Result<Ch
         "Rényi entropies by block at position {} (→ {next})",
         p.position
     );
-    plot.set_layout(layout(&title, "block", "entropy (nats)", 420));
-    let bands = vec![None; series.len()];
-    Ok(Chart::new(
-        plot,
-        title,
-        420,
-        Sketch::Lines {
-            x_label: "block".into(),
-            y_label: "entropy (nats)".into(),
-            series,
-            bands,
-        },
+    Ok(line_chart(
+        &title,
+        "block",
+        "entropy (nats)",
+        series,
+        Mode::LinesMarkers,
     ))
 }
 
@@ -350,12 +360,7 @@ const PALETTE: [&str; 10] = [
 /// top-p candidate count grows (expansion), red where it shrinks (pruning), each bar labelled with
 /// the count: the paper's Figure 7.
 pub fn delta_bars(profile: &EntropyProfile, position_index: usize) -> Result<Chart> {
-    let p = profile.positions.get(position_index).ok_or_else(|| {
-        Error::invalid(format!(
-            "position index {position_index} is outside 0..{}",
-            profile.positions.len()
-        ))
-    })?;
+    let p = position_at(profile, position_index)?;
     let h = ndarray::Array2::from_shape_vec((1, p.shannon.len()), p.shannon.clone())
         .map_err(|e| Error::Data(e.to_string()))?;
     let dh = delta(h.view()).row(0).to_vec();
@@ -415,35 +420,22 @@ pub fn depth_normalized(models: &[(String, Vec<f64>)], points: usize) -> Result<
     if models.is_empty() {
         return Err(Error::Data("no models to plot".into()));
     }
-    let mut plot = Plot::new();
-    let mut series = Vec::new();
     let xs: Vec<f64> = (0..points)
         .map(|i| i as f64 / (points.max(2) - 1) as f64)
         .collect();
+    let mut series = Vec::new();
     for (name, profile) in models {
         let m = ndarray::Array2::from_shape_vec((1, profile.len()), profile.clone())
             .map_err(|e| Error::Data(e.to_string()))?;
         let ys = depth_normalize(m.view(), points)?.row(0).to_vec();
-        plot.add_trace(
-            Scatter::new(xs.clone(), ys.clone())
-                .mode(Mode::Lines)
-                .name(name),
-        );
         series.push((name.clone(), xs.clone(), ys));
     }
-    let title = "Mean entropy profiles on relative depth".to_string();
-    plot.set_layout(layout(&title, "relative depth", "entropy (nats)", 420));
-    let bands = vec![None; series.len()];
-    Ok(Chart::new(
-        plot,
-        title,
-        420,
-        Sketch::Lines {
-            x_label: "relative depth".into(),
-            y_label: "entropy (nats)".into(),
-            series,
-            bands,
-        },
+    Ok(line_chart(
+        "Mean entropy profiles on relative depth",
+        "relative depth",
+        "entropy (nats)",
+        series,
+        Mode::Lines,
     ))
 }
 
@@ -537,7 +529,6 @@ pub fn projection_scatter(
 
 /// Accuracy against the fraction of blocks skipped, one curve per strategy (the paper's Figure 6).
 pub fn skip_curves(fractions: &[f64], curves: &[(String, Vec<f64>)]) -> Result<Chart> {
-    let mut plot = Plot::new();
     let mut series = Vec::new();
     for (name, acc) in curves {
         if acc.len() != fractions.len() {
@@ -547,31 +538,14 @@ pub fn skip_curves(fractions: &[f64], curves: &[(String, Vec<f64>)]) -> Result<C
                 fractions.len()
             )));
         }
-        plot.add_trace(
-            Scatter::new(fractions.to_vec(), acc.clone())
-                .mode(Mode::LinesMarkers)
-                .name(name),
-        );
         series.push((name.clone(), fractions.to_vec(), acc.clone()));
     }
-    let title = "Accuracy as blocks are skipped".to_string();
-    plot.set_layout(layout(
-        &title,
+    Ok(line_chart(
+        "Accuracy as blocks are skipped",
         "fraction of blocks skipped",
         "accuracy",
-        420,
-    ));
-    let bands = vec![None; series.len()];
-    Ok(Chart::new(
-        plot,
-        title,
-        420,
-        Sketch::Lines {
-            x_label: "fraction of blocks skipped".into(),
-            y_label: "accuracy".into(),
-            series,
-            bands,
-        },
+        series,
+        Mode::LinesMarkers,
     ))
 }
 
@@ -684,12 +658,7 @@ pub fn profile_table(
     position_index: usize,
     tokenizer: Option<&TextTokenizer>,
 ) -> Result<Table> {
-    let p = profile.positions.get(position_index).ok_or_else(|| {
-        Error::invalid(format!(
-            "position index {position_index} is outside 0..{}",
-            profile.positions.len()
-        ))
-    })?;
+    let p = position_at(profile, position_index)?;
     let next = profile
         .tokens
         .get(p.position + 1)

@@ -134,23 +134,8 @@ impl Sketch {
     fn draw(&self, s: &mut String, f: &Frame) {
         match self {
             Sketch::Heatmap { x, y, z } => {
-                let (lo, hi) = range(z.iter().flatten().cloned());
-                let rows = z.len().max(1);
-                let cols = z.first().map(Vec::len).unwrap_or(1).max(1);
-                let (cw, ch) = (f.w / cols as f64, f.h / rows as f64);
-                for (r, row) in z.iter().enumerate() {
-                    for (c, v) in row.iter().enumerate() {
-                        let _ = write!(
-                            s,
-                            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.2}\" height=\"{:.2}\" fill=\"{}\"/>",
-                            f.x0 + c as f64 * cw,
-                            f.y0 + f.h - (r + 1) as f64 * ch,
-                            cw + 0.3,
-                            ch + 0.3,
-                            viridis((v - lo) / (hi - lo))
-                        );
-                    }
-                }
+                let (lo, hi, cw, ch) = cells(s, f, z);
+                let (rows, cols) = (z.len().max(1), z.first().map(Vec::len).unwrap_or(1).max(1));
                 let step = (cols / 24).max(1);
                 for (c, label) in x.iter().enumerate().step_by(step) {
                     let _ = write!(
@@ -336,23 +321,7 @@ impl Sketch {
                     );
                     match part {
                         Sketch::Heatmap { z, .. } => {
-                            let (lo, hi) = range(z.iter().flatten().cloned());
-                            let rows = z.len().max(1);
-                            let cols = z.first().map(Vec::len).unwrap_or(1).max(1);
-                            let (cw, ch) = (sub.w / cols as f64, sub.h / rows as f64);
-                            for (r, row) in z.iter().enumerate() {
-                                for (c, v) in row.iter().enumerate() {
-                                    let _ = write!(
-                                        s,
-                                        "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.2}\" height=\"{:.2}\" fill=\"{}\"/>",
-                                        sub.x0 + c as f64 * cw,
-                                        sub.y0 + sub.h - (r + 1) as f64 * ch,
-                                        cw + 0.3,
-                                        ch + 0.3,
-                                        viridis((v - lo) / (hi - lo))
-                                    );
-                                }
-                            }
+                            cells(s, &sub, z);
                         }
                         other => other.draw(s, &sub),
                     }
@@ -360,6 +329,28 @@ impl Sketch {
             }
         }
     }
+}
+
+/// Draws `z` (rows bottom to top) as coloured cells filling `f`; returns (min, max, cell w, cell h).
+fn cells(s: &mut String, f: &Frame, z: &[Vec<f64>]) -> (f64, f64, f64, f64) {
+    let (lo, hi) = range(z.iter().flatten().cloned());
+    let rows = z.len().max(1);
+    let cols = z.first().map(Vec::len).unwrap_or(1).max(1);
+    let (cw, ch) = (f.w / cols as f64, f.h / rows as f64);
+    for (r, row) in z.iter().enumerate() {
+        for (c, v) in row.iter().enumerate() {
+            let _ = write!(
+                s,
+                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.2}\" height=\"{:.2}\" fill=\"{}\"/>",
+                f.x0 + c as f64 * cw,
+                f.y0 + f.h - (r + 1) as f64 * ch,
+                cw + 0.3,
+                ch + 0.3,
+                viridis((v - lo) / (hi - lo))
+            );
+        }
+    }
+    (lo, hi, cw, ch)
 }
 
 fn axes(s: &mut String, f: &Frame, x: (f64, f64), y: (f64, f64), x_label: &str, y_label: &str) {
