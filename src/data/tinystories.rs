@@ -226,11 +226,26 @@ mod tests {
     }
 
     #[test]
-    fn loads_the_shared_tinystories_validation_stories() {
+    fn loads_the_tinystories_sample_and_text_files() {
         let path =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/tinystories/valid.jsonl");
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("data/tinystories_valid_sample.jsonl");
         let stories = load_stories(&path).unwrap();
-        assert_eq!(stories.len(), 1000);
+        assert_eq!(stories.len(), 60);
         assert!(stories[0].starts_with("Spot. Spot saw the shiny car"));
+        // The Hub's text form: stories separated by <|endoftext|>.
+        let dir = tempfile::tempdir().unwrap();
+        let txt = dir.path().join("valid.txt");
+        let body = format!(
+            "{}\n<|endoftext|>\n{}\n<|endoftext|>\n",
+            stories[0], stories[1]
+        );
+        std::fs::write(&txt, body).unwrap();
+        assert_eq!(load_stories(&txt).unwrap(), stories[..2].to_vec());
+        let bad = dir.path().join("bad.jsonl");
+        std::fs::write(&bad, "{\"story\": 1}\n").unwrap();
+        assert!(load_stories(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("line 1"));
     }
 }
