@@ -8,7 +8,7 @@ use entropy_lens::analysis::metrics::{
 };
 use entropy_lens::analysis::{
     knn_cross_validate, pca, trustworthiness, tsne, KnnClassifier, KnnCvConfig, Labels, TsneConfig,
-    Weighting,
+    TsneMethod, Weighting,
 };
 use entropy_lens::data::{read_features, read_labels};
 use ndarray::Array2;
@@ -162,19 +162,27 @@ fn tsne_trustworthiness_close_to_scikit_learn() {
     let case = &f["tsne"];
     let x = matrix(&case["x"]);
     let k = case["n_neighbors"].as_u64().unwrap() as usize;
-    let cfg = TsneConfig {
-        perplexity: case["perplexity"].as_f64().unwrap(),
-        ..Default::default()
-    };
-    let emb = tsne(x.view(), &cfg).unwrap();
-    let ours = trustworthiness(x.view(), emb.coords.view(), k).unwrap();
     let theirs = case["trustworthiness"].as_f64().unwrap();
-    println!(
-        "trustworthiness: ours {ours:.4}, scikit-learn {theirs:.4}, KL {:?}",
-        emb.kl_divergence
-    );
-    assert!((ours - theirs).abs() <= 0.02, "{ours} vs {theirs}");
-    // The score itself: identity embedding is perfectly trustworthy, a shuffled one is not.
+    for method in [TsneMethod::BarnesHut, TsneMethod::Exact] {
+        let cfg = TsneConfig {
+            method,
+            perplexity: case["perplexity"].as_f64().unwrap(),
+            ..Default::default()
+        };
+        let emb = tsne(x.view(), &cfg).unwrap();
+        assert_eq!(emb.coords.dim(), (x.nrows(), 2));
+        let ours = trustworthiness(x.view(), emb.coords.view(), k).unwrap();
+        println!("{method:?} trustworthiness: ours {ours:.4}, scikit-learn {theirs:.4}");
+        assert!(
+            (ours - theirs).abs() <= 0.02,
+            "{method:?}: {ours} vs {theirs}"
+        );
+        if method == TsneMethod::Exact {
+            // Seeded and single-threaded: the same call gives the same embedding.
+            assert_eq!(tsne(x.view(), &cfg).unwrap().coords, emb.coords);
+        }
+    }
+    // The score itself: the identity embedding is perfectly trustworthy.
     assert!((trustworthiness(x.view(), x.view(), k).unwrap() - 1.0).abs() < 1e-12);
 }
 

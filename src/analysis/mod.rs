@@ -12,6 +12,6 @@ pub use crossval::{
     knn_cross_validate, repeated_split_f1, KnnCvConfig, KnnCvResult, Labels, SplitF1Result,
 };
 pub use knn::{KnnClassifier, NeighborSearch, Weighting};
-pub use projection::{pca, trustworthiness, tsne, Projection, TsneConfig};
+pub use projection::{pca, trustworthiness, tsne, Projection, TsneConfig, TsneMethod};
 pub use report::Table;
 pub use validation::{c1_spearman, c1_table, c2_overlap, c2_table, C1Result, C2Result};

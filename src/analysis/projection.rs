@@ -5,8 +5,6 @@ use linfa::traits::{Fit, Predict};
 use linfa::DatasetBase;
 use linfa_reduction::Pca;
 use ndarray::{Array1, Array2, ArrayView2, Axis};
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use super::knn::check_finite;
@@ -61,9 +59,22 @@ pub fn pca(x: ArrayView2<f64>, components: usize) -> Result<Projection> {
     })
 }
 
+/// How t-SNE computes its gradient.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum TsneMethod {
+    /// Exact O(n²) gradient (this crate): reproducible for a seed; a few thousand samples at most.
+    #[default]
+    Exact,
+    /// Barnes-Hut approximation (linfa-tsne / bhtsne), O(n log n), for large sets. Its threaded
+    /// sums make runs differ slightly even with the same seed.
+    BarnesHut,
+}
+
 /// t-SNE settings (scikit-learn's defaults).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TsneConfig {
+    pub method: TsneMethod,
     pub components: usize,
     pub perplexity: f64,
     pub early_exaggeration: f64,
@@ -76,6 +87,7 @@ pub struct TsneConfig {
 impl Default for TsneConfig {
     fn default() -> Self {
         Self {
+            method: TsneMethod::Exact,
             components: 2,
             perplexity: 30.0,
             early_exaggeration: 12.0,
@@ -155,8 +167,7 @@ fn joint_probabilities(d2: &Array2<f64>, perplexity: f64) -> Array2<f64> {
     sym / total
 }
 
-/// Exact t-SNE (O(n²) per iteration; fine for a few thousand samples), initialised with PCA scaled
-/// to a standard deviation of 1e-4 along the first axis, as scikit-learn.
+/// t-SNE embedding of the rows of `x` (seeded, deterministic).
 pub fn tsne(x: ArrayView2<f64>, cfg: &TsneConfig) -> Result<Projection> {
     check_finite(x, "the features")?;
     let n = x.nrows();
@@ -171,16 +182,53 @@ pub fn tsne(x: ArrayView2<f64>, cfg: &TsneConfig) -> Result<Projection> {
             cfg.perplexity
         )));
     }
+    if cfg.components == 0 || cfg.components > x.ncols() {
+        return Err(Error::invalid(format!(
+            "t-SNE to {} components needs 1 ≤ components ≤ {} features",
+            cfg.components,
+            x.ncols()
+        )));
+    }
+    match cfg.method {
+        TsneMethod::Exact => tsne_exact(x, cfg),
+        TsneMethod::BarnesHut => tsne_barnes_hut(x, cfg),
+    }
+}
+
+fn tsne_barnes_hut(x: ArrayView2<f64>, cfg: &TsneConfig) -> Result<Projection> {
+    use linfa::traits::Transformer;
+    use ndarray_rand::rand::SeedableRng as _;
+    let n = x.nrows();
+    // bhtsne keeps 3 × perplexity neighbours per point.
+    if 3.0 * cfg.perplexity > (n - 1) as f64 {
+        return Err(Error::invalid(format!(
+            "Barnes-Hut t-SNE needs perplexity ≤ (n − 1) / 3 = {:.1} for {n} samples, got {} (or use the exact method)",
+            (n - 1) as f64 / 3.0,
+            cfg.perplexity
+        )));
+    }
+    let rng = ndarray_rand::rand::rngs::SmallRng::seed_from_u64(cfg.seed);
+    let coords = linfa_tsne::TSneParams::embedding_size_with_rng(cfg.components, rng)
+        .perplexity(cfg.perplexity)
+        .approx_threshold(0.5)
+        .max_iter(cfg.iterations)
+        .transform(x.to_owned())
+        .map_err(|e| Error::Data(format!("t-SNE failed: {e}")))?;
+    Ok(Projection {
+        method: "tsne".into(),
+        coords,
+        explained_variance_ratio: None,
+        kl_divergence: None,
+    })
+}
+
+/// Exact t-SNE (O(n²) per iteration; fine for a few thousand samples), initialised with PCA scaled
+/// to a standard deviation of 1e-4 along the first axis, as scikit-learn.
+fn tsne_exact(x: ArrayView2<f64>, cfg: &TsneConfig) -> Result<Projection> {
+    let n = x.nrows();
     let dims = cfg.components;
     let p = joint_probabilities(&squared_distances(x), cfg.perplexity);
-    let init = if dims <= x.ncols() {
-        pca(x, dims)?.coords
-    } else {
-        use rand_distr::{Distribution, Normal};
-        let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
-        let normal = Normal::new(0.0, 1.0).map_err(|e| Error::Data(e.to_string()))?;
-        Array2::from_shape_fn((n, dims), |_| normal.sample(&mut rng))
-    };
+    let init = pca(x, dims)?.coords;
     let sd = init.column(0).std(0.0);
     let mut y = if sd > 0.0 { init / sd * 1e-4 } else { init };
     let lr = cfg
