@@ -145,17 +145,8 @@ pub fn profile(
         })
         .collect();
     // Fail before any work when a prompt cannot fit the context.
-    let context = profiler.model.info().context_length;
     for r in &requests {
-        let n = profiler.prompt_ids(r)?.len();
-        if n + r.generate > context {
-            return Err(Error::ContextOverflow {
-                requested: n + r.generate,
-                context_length: context,
-                prompt_tokens: n,
-                generate: r.generate,
-            });
-        }
+        profiler.checked_prompt_ids(r)?;
     }
     let bar = progress_bar(
         requests.len() as u64 * opts.generate.max(1) as u64,

@@ -167,6 +167,22 @@ impl Profiler {
         }
     }
 
+    /// The prompt's token ids, after checking that the prompt and the requested generation fit in
+    /// the model's context.
+    pub fn checked_prompt_ids(&self, req: &ProfileRequest) -> Result<Vec<u32>> {
+        let ids = self.prompt_ids(req)?;
+        let context = self.model.info().context_length;
+        if ids.len() + req.generate > context {
+            return Err(Error::ContextOverflow {
+                requested: ids.len() + req.generate,
+                context_length: context,
+                prompt_tokens: ids.len(),
+                generate: req.generate,
+            });
+        }
+        Ok(ids)
+    }
+
     /// Profile of the prompt at every position (no generation).
     pub fn profile_prompt(&mut self, prompt: &str) -> Result<EntropyProfile> {
         self.run(&ProfileRequest::new(prompt).all_positions(true))
@@ -200,17 +216,8 @@ impl Profiler {
                 )));
             }
         }
-        let prompt_ids = self.prompt_ids(req)?;
+        let prompt_ids = self.checked_prompt_ids(req)?;
         let n = prompt_ids.len();
-        let context = self.model.info().context_length;
-        if n + req.generate > context {
-            return Err(Error::ContextOverflow {
-                requested: n + req.generate,
-                context_length: context,
-                prompt_tokens: n,
-                generate: req.generate,
-            });
-        }
         let alphas = self.lens.spec().alphas.clone();
         let mut sampler = sampler(&req.sampling);
         let eos = self.tokenizer.eos_token_ids().to_vec();
