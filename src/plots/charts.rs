@@ -64,6 +64,15 @@ fn position_at(profile: &EntropyProfile, index: usize) -> Result<&PositionProfil
     })
 }
 
+/// The token a measured position predicts (shown as "·" past the end of the sequence).
+fn next_token_label(profile: &EntropyProfile, p: &PositionProfile) -> String {
+    profile
+        .tokens
+        .get(p.position + 1)
+        .map(|t| token_label(t))
+        .unwrap_or_else(|| "·".into())
+}
+
 fn token_label(t: &str) -> String {
     let shown: String = t.replace('\n', "\\n").replace('\t', "\\t");
     format!("{shown:?}")
@@ -191,11 +200,7 @@ pub fn profile_lines(
     for &i in &chosen {
         let p = position_at(profile, i)?;
         let ys = metric.values(p)?;
-        let next = profile
-            .tokens
-            .get(p.position + 1)
-            .map(|t| token_label(t))
-            .unwrap_or_else(|| "·".into());
+        let next = next_token_label(profile, p);
         series.push((
             format!("{} → {next}", p.position),
             blocks_axis(ys.len()),
@@ -272,11 +277,7 @@ pub fn renyi_lines(profile: &EntropyProfile, position_index: usize) -> Result<Ch
         .into_iter()
         .map(|(_, name, ys)| (name, blocks_axis(ys.len()), ys))
         .collect();
-    let next = profile
-        .tokens
-        .get(p.position + 1)
-        .map(|t| token_label(t))
-        .unwrap_or_else(|| "·".into());
+    let next = next_token_label(profile, p);
     let title = format!(
         "Rényi entropies by block at position {} (→ {next})",
         p.position
@@ -392,11 +393,7 @@ pub fn delta_bars(profile: &EntropyProfile, position_index: usize) -> Result<Cha
         .name("ΔH");
     let mut plot = Plot::new();
     plot.add_trace(bar);
-    let next = profile
-        .tokens
-        .get(p.position + 1)
-        .map(|t| token_label(t))
-        .unwrap_or_else(|| "·".into());
+    let next = next_token_label(profile, p);
     let title = format!(
         "ΔH by block at position {} (→ {next}); labels: top-p count (p = {})",
         p.position, profile.top_p
@@ -659,11 +656,7 @@ pub fn profile_table(
     tokenizer: Option<&TextTokenizer>,
 ) -> Result<Table> {
     let p = position_at(profile, position_index)?;
-    let next = profile
-        .tokens
-        .get(p.position + 1)
-        .map(|t| token_label(t))
-        .unwrap_or_else(|| "·".into());
+    let next = next_token_label(profile, p);
     let mut alphas: Vec<&String> = p.renyi.keys().collect();
     alphas.sort();
     let mut header = vec![

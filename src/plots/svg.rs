@@ -195,44 +195,26 @@ impl Sketch {
                     ),
                 );
                 axes(s, f, (xl, xh), (yl, yh), x_label, y_label);
+                let pt = |a: &f64, b: &f64| {
+                    format!(
+                        "{:.1},{:.1}",
+                        f.px((a - xl) / (xh - xl)),
+                        f.py((b - yl) / (yh - yl))
+                    )
+                };
                 for (i, (name, x, y)) in series.iter().enumerate() {
                     let color = PALETTE[i % PALETTE.len()];
                     if let Some(Some((lo, hi))) = bands.get(i) {
-                        let mut pts: Vec<String> = x
-                            .iter()
-                            .zip(hi)
-                            .map(|(a, b)| {
-                                format!(
-                                    "{:.1},{:.1}",
-                                    f.px((a - xl) / (xh - xl)),
-                                    f.py((b - yl) / (yh - yl))
-                                )
-                            })
-                            .collect();
-                        pts.extend(x.iter().zip(lo).rev().map(|(a, b)| {
-                            format!(
-                                "{:.1},{:.1}",
-                                f.px((a - xl) / (xh - xl)),
-                                f.py((b - yl) / (yh - yl))
-                            )
-                        }));
+                        let mut pts: Vec<String> =
+                            x.iter().zip(hi).map(|(a, b)| pt(a, b)).collect();
+                        pts.extend(x.iter().zip(lo).rev().map(|(a, b)| pt(a, b)));
                         let _ = write!(
                             s,
                             "<polygon points=\"{}\" fill=\"{color}\" fill-opacity=\"0.2\"/>",
                             pts.join(" ")
                         );
                     }
-                    let pts: Vec<String> = x
-                        .iter()
-                        .zip(y)
-                        .map(|(a, b)| {
-                            format!(
-                                "{:.1},{:.1}",
-                                f.px((a - xl) / (xh - xl)),
-                                f.py((b - yl) / (yh - yl))
-                            )
-                        })
-                        .collect();
+                    let pts: Vec<String> = x.iter().zip(y).map(|(a, b)| pt(a, b)).collect();
                     let _ = write!(
                         s,
                         "<polyline points=\"{}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"1.6\"/>",
