@@ -10,7 +10,8 @@ use crate::lens::{DistStats, Lens, StatSpec};
 use crate::model::{
     load, Captured, LoadOptions, LoadedModel, Model, ModelSource, Positions, TextTokenizer,
 };
-use crate::profile::{EntropyProfile, PositionProfile};
+use crate::profile::provenance::CRATE_VERSION;
+use crate::profile::{EntropyProfile, PositionProfile, Provenance};
 
 /// How the next token is chosen.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -197,6 +198,13 @@ impl Profiler {
         self.run_with_progress(req, None)
     }
 
+    /// Profiles several requests. Each profile is exactly what [`Profiler::run`] gives for its
+    /// request alone, whatever else is in the batch (resumed and sharded experiments rely on it);
+    /// the requests run one after the other.
+    pub fn run_batch(&mut self, reqs: &[ProfileRequest]) -> Result<Vec<EntropyProfile>> {
+        reqs.iter().map(|r| self.run(r)).collect()
+    }
+
     /// Runs `req`; `progress` (when given) advances once per generated token.
     pub fn run_with_progress(
         &mut self,
@@ -218,7 +226,6 @@ impl Profiler {
         }
         let prompt_ids = self.checked_prompt_ids(req)?;
         let n = prompt_ids.len();
-        let alphas = self.lens.spec().alphas.clone();
         let mut sampler = sampler(&req.sampling);
         let eos = self.tokenizer.eos_token_ids().to_vec();
 
@@ -232,8 +239,7 @@ impl Profiler {
         };
         let captured = self.model.forward_capture(&ids, positions)?;
         let first = if req.all_positions { 0 } else { n - 1 };
-        let (mut entries, mut logits) =
-            self.measure(&captured, first, req.include_embed, &alphas)?;
+        let (mut entries, mut logits) = self.measure(&captured, first, req.include_embed)?;
 
         let mut generated: Vec<u32> = Vec::with_capacity(req.generate);
         for step in 0..req.generate {
@@ -255,7 +261,7 @@ impl Profiler {
             }
             let ids = Tensor::new(&[next], &device)?.unsqueeze(0)?;
             let captured = self.model.forward_capture(&ids, Positions::Last)?;
-            let (more, l) = self.measure(&captured, n + step, req.include_embed, &alphas)?;
+            let (more, l) = self.measure(&captured, n + step, req.include_embed)?;
             entries.extend(more);
             logits = l;
         }
@@ -271,7 +277,36 @@ impl Profiler {
             generated_ids: generated,
             top_p: self.lens.spec().top_p,
             positions: entries,
+            provenance: Some(self.provenance(req)),
         })
+    }
+
+    /// The settings a profile of `req` is measured with.
+    pub fn provenance(&self, req: &ProfileRequest) -> Provenance {
+        let info = self.model.info();
+        let spec = self.lens.spec();
+        Provenance {
+            model: info.name.clone(),
+            model_sha256: info.sha256.clone(),
+            architecture: info.architecture.as_str().to_string(),
+            dtype: info.dtype.as_str().to_string(),
+            device: device_name(self.model.device()),
+            skipped_blocks: self.model.skipped_blocks(),
+            alphas: spec
+                .alphas
+                .iter()
+                .map(|&a| crate::lens::alpha_key(a))
+                .collect(),
+            top_p: spec.top_p,
+            support_threshold: spec.support_threshold,
+            chat_template: req.chat,
+            add_bos: req.add_bos,
+            ignore_eos: req.ignore_eos,
+            temperature: req.sampling.temperature,
+            sample_top_p: req.sampling.top_p,
+            seed: req.sampling.seed,
+            crate_version: CRATE_VERSION.to_string(),
+        }
     }
 
     /// Lens statistics of captured residuals; returns one entry per captured position (the first
@@ -281,7 +316,6 @@ impl Profiler {
         captured: &Captured,
         first_position: usize,
         include_embed: bool,
-        alphas: &[f64],
     ) -> Result<(Vec<PositionProfile>, Vec<f32>)> {
         let layers = &captured.layers;
         let l = self.model.n_layers();
@@ -309,13 +343,22 @@ impl Profiler {
                     (None, row)
                 };
                 debug_assert_eq!(blocks.len(), l);
-                PositionProfile::from_stats(first_position + i, alphas, embed, blocks)
+                PositionProfile::from_stats(first_position + i, self.lens.spec(), embed, blocks)
             })
             .collect();
         let logits = out
             .kept_logits
             .ok_or_else(|| Error::Data("lens returned no logits for the last row".into()))?;
         Ok((entries, logits))
+    }
+}
+
+/// `cpu`, `cuda:N`, `metal:N`.
+pub fn device_name(device: &candle_core::Device) -> String {
+    match device.location() {
+        candle_core::DeviceLocation::Cpu => "cpu".into(),
+        candle_core::DeviceLocation::Cuda { gpu_id } => format!("cuda:{gpu_id}"),
+        candle_core::DeviceLocation::Metal { gpu_id } => format!("metal:{gpu_id}"),
     }
 }
 

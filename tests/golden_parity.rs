@@ -179,9 +179,13 @@ fn check(path: &Path, dtype: WeightDType, tol: f64) {
         "Shannon differs by {} (tolerance {tol})",
         r.max_shannon
     );
+    // f32 GEMMs round differently by CPU: on AVX-512 machines Gemma's block-1 residual (|x| up to
+    // 1e4) moves the lens's max logit by ~1e-4 against the reference, which shows in H_∞ (measured
+    // 1.14e-4 there, 5.6e-5 on AVX2). Shannon stays within `tol` everywhere.
+    let renyi_tol = 1.5 * tol;
     assert!(
-        r.max_renyi < tol,
-        "Rényi differs by {} (tolerance {tol})",
+        r.max_renyi < renyi_tol,
+        "Rényi differs by {} (tolerance {renyi_tol})",
         r.max_renyi
     );
     // Quantized weights are multiplied exactly (f32 activations), so both paths meet the f32 bar.

@@ -71,69 +71,149 @@ pub fn c1_spearman(model: &str, profiles: &[EntropyProfile]) -> Result<C1Result>
     c1_from_matrices(model, h.view(), c.view())
 }
 
-/// C2 for one model: per adjacent pair of layers, the fraction of layer i's top-p candidates that
-/// are also in layer i − 1's set, averaged over tokens.
+/// C2 for one model: per adjacent pair of layers, the share of top-p candidates the two layers have
+/// in common, averaged over tokens. The paper's caption leaves the denominator open, so all three
+/// readings are given: |S_i ∩ S_{i−1}| / |S_i| (the share of layer i's candidates already present
+/// in layer i − 1, the default), / |S_{i−1}|, and the Jaccard index.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct C2Result {
     pub model: String,
-    /// Entry j compares layer j + 1 with layer j (0-based layers, as in the profiles).
+    /// Entry j compares layer j + 1 with layer j (0-based layers, as in the profiles):
+    /// |S_{j+1} ∩ S_j| / |S_{j+1}|.
     pub overlap_per_layer: Vec<f64>,
+    /// |S_{j+1} ∩ S_j| / |S_j|.
+    #[serde(default)]
+    pub overlap_prev_per_layer: Vec<f64>,
+    /// |S_{j+1} ∩ S_j| / |S_{j+1} ∪ S_j|.
+    #[serde(default)]
+    pub jaccard_per_layer: Vec<f64>,
+    /// Means over the layer pairs of the three.
     pub mean: f64,
+    #[serde(default)]
+    pub mean_prev: f64,
+    #[serde(default)]
+    pub mean_jaccard: f64,
     pub n_tokens: usize,
+}
+
+/// Accumulates C2 fractions token by token from set sizes and shared counts.
+#[derive(Clone, Debug, Default)]
+pub struct C2Accumulator {
+    current: Vec<f64>,
+    previous: Vec<f64>,
+    jaccard: Vec<f64>,
+    n: usize,
+}
+
+impl C2Accumulator {
+    /// Adds one token: `counts[j]` = |S_j| for every layer, `shared[j]` = |S_{j+1} ∩ S_j|.
+    pub fn add(&mut self, counts: &[u32], shared: &[u32]) -> Result<()> {
+        let l = counts.len();
+        if l < 2 {
+            return Err(Error::Data("C2 needs at least two layers".into()));
+        }
+        if shared.len() + 1 != l {
+            return Err(Error::Data(format!(
+                "{} shared counts for {l} layers (expected {})",
+                shared.len(),
+                l - 1
+            )));
+        }
+        if self.n == 0 {
+            self.current = vec![0.0; l - 1];
+            self.previous = vec![0.0; l - 1];
+            self.jaccard = vec![0.0; l - 1];
+        } else if self.current.len() != l - 1 {
+            return Err(Error::Data(
+                "tokens of different depths cannot be pooled".into(),
+            ));
+        }
+        for j in 0..l - 1 {
+            let (prev, cur, both) = (counts[j] as f64, counts[j + 1] as f64, shared[j] as f64);
+            if prev == 0.0 || cur == 0.0 || both > prev.min(cur) {
+                return Err(Error::Data(format!(
+                    "inconsistent top-p sets at layer {}: sizes {prev} and {cur}, {both} shared",
+                    j + 1
+                )));
+            }
+            self.current[j] += both / cur;
+            self.previous[j] += both / prev;
+            self.jaccard[j] += both / (prev + cur - both);
+        }
+        self.n += 1;
+        Ok(())
+    }
+
+    pub fn finish(&self, model: &str) -> Result<C2Result> {
+        if self.n == 0 {
+            return Err(Error::Data("no top-p sets to compare".into()));
+        }
+        let n = self.n as f64;
+        let avg = |v: &[f64]| v.iter().map(|s| s / n).collect::<Vec<f64>>();
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+        let (current, previous, jaccard) =
+            (avg(&self.current), avg(&self.previous), avg(&self.jaccard));
+        Ok(C2Result {
+            model: model.to_string(),
+            mean: mean(&current),
+            mean_prev: mean(&previous),
+            mean_jaccard: mean(&jaccard),
+            overlap_per_layer: current,
+            overlap_prev_per_layer: previous,
+            jaccard_per_layer: jaccard,
+            n_tokens: self.n,
+        })
+    }
 }
 
 /// C2 from per-token, per-layer top-p id sets (`sets[token][layer]`).
 pub fn c2_from_sets(model: &str, sets: &[Vec<Vec<u32>>]) -> Result<C2Result> {
-    let l = sets
-        .first()
-        .map(Vec::len)
-        .ok_or_else(|| Error::Data("no top-p sets to compare".into()))?;
-    if l < 2 {
-        return Err(Error::Data("C2 needs at least two layers".into()));
-    }
-    let mut sums = vec![0.0; l - 1];
+    let mut acc = C2Accumulator::default();
     for (t, token) in sets.iter().enumerate() {
-        if token.len() != l {
+        if let Some(i) = token.iter().position(Vec::is_empty) {
             return Err(Error::Data(format!(
-                "token {t} has {} layers of top-p sets, expected {l}",
-                token.len()
+                "empty top-p set at token {t}, layer {i}"
             )));
         }
-        for i in 1..l {
-            let prev: HashSet<u32> = token[i - 1].iter().copied().collect();
-            let cur = &token[i];
-            if cur.is_empty() {
-                return Err(Error::Data(format!(
-                    "empty top-p set at token {t}, layer {i}"
-                )));
-            }
-            sums[i - 1] +=
-                cur.iter().filter(|id| prev.contains(id)).count() as f64 / cur.len() as f64;
-        }
+        let counts: Vec<u32> = token.iter().map(|s| s.len() as u32).collect();
+        let shared: Vec<u32> = token
+            .windows(2)
+            .map(|w| {
+                let prev: HashSet<u32> = w[0].iter().copied().collect();
+                w[1].iter().filter(|id| prev.contains(id)).count() as u32
+            })
+            .collect();
+        acc.add(&counts, &shared)
+            .map_err(|e| Error::Data(format!("token {t}: {e}")))?;
     }
-    let n = sets.len() as f64;
-    let overlap_per_layer: Vec<f64> = sums.iter().map(|s| s / n).collect();
-    let mean = overlap_per_layer.iter().sum::<f64>() / overlap_per_layer.len() as f64;
-    Ok(C2Result {
-        model: model.to_string(),
-        overlap_per_layer,
-        mean,
-        n_tokens: sets.len(),
-    })
+    acc.finish(model)
 }
 
-/// C2 over every measured token of `profiles` (which must carry top-p ids: `--top-p-ids`).
+/// C2 over every measured token of `profiles`, which must carry the shared counts
+/// (`StatSpec::top_p_overlap`) or the sets themselves (`top_p_ids`, CLI `--top-p-ids`).
 pub fn c2_overlap(model: &str, profiles: &[EntropyProfile]) -> Result<C2Result> {
-    let mut sets = Vec::new();
+    let mut acc = C2Accumulator::default();
     for p in profiles {
         for pos in &p.positions {
-            let ids = pos.top_p_ids.clone().ok_or_else(|| {
-                Error::Data("the profiles carry no top-p ids; measure them with top_p_ids (CLI: --top-p-ids)".into())
-            })?;
-            sets.push(ids);
+            match (&pos.top_p_shared, &pos.top_p_ids) {
+                (Some(shared), _) => acc.add(&pos.top_p_count, shared)?,
+                (None, Some(ids)) => {
+                    let shared: Vec<u32> = ids
+                        .windows(2)
+                        .map(|w| {
+                            let prev: HashSet<u32> = w[0].iter().copied().collect();
+                            w[1].iter().filter(|id| prev.contains(id)).count() as u32
+                        })
+                        .collect();
+                    acc.add(&pos.top_p_count, &shared)?
+                }
+                (None, None) => return Err(Error::Data(
+                    "the profiles carry neither top-p overlaps nor top-p ids; measure them with top_p_overlap or top_p_ids (CLI: --top-p-ids)".into(),
+                )),
+            }
         }
     }
-    c2_from_sets(model, &sets)
+    acc.finish(model)
 }
 
 /// Table of C1 results, one row per model (the paper's Table 1).
@@ -173,6 +253,15 @@ pub fn c2_table(results: &[C2Result]) -> Table {
         let mut row = vec![r.model.clone(), format!("{:.3}", r.mean)];
         row.extend(r.overlap_per_layer.iter().map(|v| format!("{v:.2}")));
         t.row(row);
+    }
+    if let Some(r) = results
+        .iter()
+        .find(|r| !r.overlap_prev_per_layer.is_empty())
+    {
+        t.note(format!(
+            "other denominators ({}): |S_i ∩ S_i−1| / |S_i−1| mean {:.3}; Jaccard mean {:.3}",
+            r.model, r.mean_prev, r.mean_jaccard
+        ));
     }
     t
 }
@@ -215,6 +304,9 @@ mod tests {
         let r = c2_from_sets("m", &sets).unwrap();
         assert_eq!(r.overlap_per_layer, vec![0.25, 1.0]);
         assert_eq!(r.mean, 0.625);
+        assert_eq!(r.overlap_prev_per_layer, vec![0.5, 0.25]);
+        assert_eq!(r.jaccard_per_layer, vec![0.2, 0.25]);
+        assert_eq!(r.mean_jaccard, 0.225);
         let text = r.to_string();
         assert!(text.contains("0.625") && text.contains("1←0"));
     }

@@ -116,7 +116,7 @@ pub(super) fn chunk_stats(logits: &Tensor, spec: &StatSpec) -> Result<Vec<DistSt
             (count_above[r] + ties) as u32
         })
         .collect();
-    let top_p_ids: Vec<Option<Vec<u32>>> = if spec.top_p_ids {
+    let top_p_ids: Vec<Option<Vec<u32>>> = if spec.needs_top_p_ids() {
         let e_host = e.to_vec2::<f32>()?;
         (0..rows)
             .map(|r| {

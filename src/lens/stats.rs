@@ -24,6 +24,10 @@ pub struct StatSpec {
     pub top_p_ids: bool,
     /// Number of most likely tokens to report (0 for none).
     pub top_k: usize,
+    /// Count, per position, the top-p candidates each block shares with the previous one (the
+    /// paper's C2); needs the sets, which are dropped afterwards unless `top_p_ids` is set.
+    #[serde(default)]
+    pub top_p_overlap: bool,
 }
 
 impl Default for StatSpec {
@@ -34,16 +38,23 @@ impl Default for StatSpec {
             top_p: DEFAULT_TOP_P,
             top_p_ids: false,
             top_k: 5,
+            top_p_overlap: false,
         }
     }
 }
 
 /// The paper's top-p mass.
 pub const DEFAULT_TOP_P: f64 = 0.6;
-/// Default probability threshold of the α = 0 (support size) entropy.
-pub const DEFAULT_SUPPORT_THRESHOLD: f64 = 1e-6;
+/// Default probability threshold of the α = 0 (support size) entropy: the authors' code counts
+/// the tokens with p > 1e-20.
+pub const DEFAULT_SUPPORT_THRESHOLD: f64 = 1e-20;
 
 impl StatSpec {
+    /// Whether the lens must produce top-p id sets (asked for, or needed for the overlap).
+    pub fn needs_top_p_ids(&self) -> bool {
+        self.top_p_ids || self.top_p_overlap
+    }
+
     /// Checks the parameters (α ≥ 0, p in (0, 1], threshold in [0, 1)).
     pub fn validate(&self) -> Result<()> {
         for &a in &self.alphas {
@@ -354,12 +365,12 @@ pub fn row_stats(z: &[f32], spec: &StatSpec, scratch: &mut Scratch) -> Result<Di
     }
     let (top_p_count, top_p_ids) = if 1.0 / s >= spec.top_p {
         // The most likely token alone carries mass ≥ p.
-        (1, spec.top_p_ids.then(|| vec![imax as u32]))
+        (1, spec.needs_top_p_ids().then(|| vec![imax as u32]))
     } else {
         top_p_set(
             &scratch.e,
             spec.top_p,
-            spec.top_p_ids,
+            spec.needs_top_p_ids(),
             &mut scratch.hist_count,
             &mut scratch.hist_sum,
         )
@@ -533,14 +544,23 @@ mod tests {
 
     #[test]
     fn support_entropy_counts_tokens_above_threshold() {
-        // p = [0.5, 0.25, 0.25, ~0]: three tokens above 1e-6.
-        let z = vec![2f32.ln(), 0.0, 0.0, -40.0];
+        // p = [0.5, 0.25, 0.25, 2e-18, 4e-23]: three tokens above 1e-6, four above the authors'
+        // (and our default) 1e-20.
+        let z = vec![2f32.ln(), 0.0, 0.0, -40.0, -50.0];
         let spec = StatSpec {
             alphas: vec![0.0],
+            support_threshold: 1e-6,
             ..Default::default()
         };
         let st = row_stats(&z, &spec, &mut Scratch::default()).unwrap();
         assert!((st.renyi[0] - 3f64.ln()).abs() < 1e-12);
+        let default = StatSpec {
+            alphas: vec![0.0],
+            ..Default::default()
+        };
+        assert_eq!(default.support_threshold, 1e-20);
+        let st = row_stats(&z, &default, &mut Scratch::default()).unwrap();
+        assert!((st.renyi[0] - 4f64.ln()).abs() < 1e-12);
     }
 
     #[test]

@@ -178,7 +178,8 @@ fn load_gguf(path: &Path, source: &ModelSource, opts: &LoadOptions) -> Result<Lo
     let config = FamilyConfig::from_gguf(architecture, &md)?;
     let dtype = opts.dtype.unwrap_or(WeightDType::Quantized);
     let weights = Weights::gguf(path, content, file, architecture, dtype, &opts.device)?;
-    assemble(config, &weights, tokenizer, source, opts)
+    let sha256 = super::fingerprint::model_sha256(&[path.to_path_buf()])?;
+    assemble(config, &weights, tokenizer, source, opts, sha256)
 }
 
 /// The safetensors files of a Hugging Face folder: the shards named by the index, or the single file.
@@ -240,7 +241,10 @@ fn load_hf_folder(folder: &Path, source: &ModelSource, opts: &LoadOptions) -> Re
     let files = safetensors_files(folder)?;
     let w = Weights::safetensors(folder, &files, dtype, &opts.device)?;
     let config = FamilyConfig::from_hf(architecture, cfg_json)?;
-    assemble(config, &w, tokenizer, source, opts)
+    let mut fingerprinted = vec![folder.join("config.json"), folder.join("tokenizer.json")];
+    fingerprinted.extend(files);
+    let sha256 = super::fingerprint::model_sha256(&fingerprinted)?;
+    assemble(config, &w, tokenizer, source, opts, sha256)
 }
 
 /// A family's configuration, whichever format it was read from.
@@ -277,6 +281,7 @@ fn assemble(
     tokenizer: TextTokenizer,
     source: &ModelSource,
     opts: &LoadOptions,
+    sha256: String,
 ) -> Result<LoadedModel> {
     let (architecture, n_layers, d_model, vocab_size, context_length) = match &config {
         FamilyConfig::Llama(c) => (
@@ -307,6 +312,7 @@ fn assemble(
         context_length,
         dtype: weights.dtype(),
         source: source.describe(),
+        sha256,
     };
     Ok(LoadedModel {
         model: Model::new(family, info, opts.device.clone()),

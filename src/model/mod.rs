@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 
 pub mod config;
 pub mod export;
+pub mod fingerprint;
 pub mod gemma3;
 pub mod hub;
 pub mod layers;
@@ -82,6 +83,10 @@ pub struct ModelInfo {
     pub dtype: WeightDType,
     /// Where the weights came from (path or repo id).
     pub source: String,
+    /// sha256 of the GGUF file, or of a Hugging Face folder's file digests
+    /// ([`fingerprint::model_sha256`]).
+    #[serde(default)]
+    pub sha256: String,
 }
 
 /// Called with `(layer, residual)`: layer 0 is the embedding output, layer i the residual

@@ -76,6 +76,37 @@ pub fn largest_decrease(dh: ArrayView1<f64>, n: usize) -> Vec<usize> {
     idx
 }
 
+/// How blocks are chosen for skipping (the paper's Section 5.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SkipStrategy {
+    /// The blocks of largest entropy increase (max ΔH).
+    Expansion,
+    /// The blocks of largest entropy decrease (min ΔH).
+    Pruning,
+    /// A seeded random choice (the baseline).
+    Random { seed: u64 },
+}
+
+/// The `n` blocks to skip under `strategy`, given ΔH over a profile of L layers (`dh[i]` is the
+/// change from layer i to layer i + 1, 0-based, i.e. the write of block i + 1). Returns block
+/// indices as [`crate::model::Model::set_skipped_blocks`] takes them (0-based), in rank order.
+pub fn blocks_to_skip(dh: ArrayView1<f64>, strategy: SkipStrategy, n: usize) -> Vec<usize> {
+    let ranked = match strategy {
+        SkipStrategy::Expansion => largest_increase(dh, n),
+        SkipStrategy::Pruning => largest_decrease(dh, n),
+        SkipStrategy::Random { seed } => {
+            use rand::seq::SliceRandom;
+            use rand::SeedableRng;
+            let mut idx: Vec<usize> = (0..dh.len()).collect();
+            idx.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(seed));
+            idx.truncate(n);
+            idx
+        }
+    };
+    ranked.into_iter().map(|i| i + 1).collect()
+}
+
 /// Resamples each row (a profile over L layers) to `points` values by linear interpolation on a
 /// relative depth axis [0, 1], so that models of different depth can be compared.
 pub fn depth_normalize(profiles: ArrayView2<f64>, points: usize) -> Result<Array2<f64>> {
@@ -217,6 +248,23 @@ mod tests {
         assert_eq!(d.row(0).to_vec(), vec![2.0, -1.0, 4.0, -6.0]);
         assert_eq!(largest_increase(d.row(0), 2), vec![2, 0]);
         assert_eq!(largest_decrease(d.row(0), 2), vec![3, 1]);
+    }
+
+    #[test]
+    fn skip_choices() {
+        let dh = ndarray::array![2.0, -1.0, 4.0, -6.0];
+        assert_eq!(
+            blocks_to_skip(dh.view(), SkipStrategy::Expansion, 2),
+            vec![3, 1]
+        );
+        assert_eq!(blocks_to_skip(dh.view(), SkipStrategy::Pruning, 1), vec![4]);
+        let r = blocks_to_skip(dh.view(), SkipStrategy::Random { seed: 1 }, 3);
+        assert_eq!(r.len(), 3);
+        assert!(r.iter().all(|&b| (1..=4).contains(&b)));
+        assert_eq!(
+            r,
+            blocks_to_skip(dh.view(), SkipStrategy::Random { seed: 1 }, 3)
+        );
     }
 
     #[test]

@@ -10,13 +10,16 @@ use ndarray::Array2;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::lens::{alpha_key, DistStats};
+use crate::lens::{alpha_key, DistStats, StatSpec};
 
 pub mod aggregate;
+pub mod provenance;
+
+pub use provenance::Provenance;
 
 pub use aggregate::{
-    aggregate, delta, depth_normalize, largest_decrease, largest_increase, select_layers,
-    Aggregation, LayerSubset, Standardizer,
+    aggregate, blocks_to_skip, delta, depth_normalize, largest_decrease, largest_increase,
+    select_layers, Aggregation, LayerSubset, SkipStrategy, Standardizer,
 };
 
 /// Statistics of one layer's distribution (used for the optional embedding layer 0).
@@ -44,8 +47,12 @@ pub struct PositionProfile {
     pub top_p_count: Vec<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub top_p_ids: Option<Vec<Vec<u32>>>,
-    /// Per layer, the top-k `[id, probability]` pairs.
-    #[serde(default)]
+    /// Entry j: how many top-p candidates layer j + 1 shares with layer j (L − 1 values; asked for
+    /// with [`StatSpec::top_p_overlap`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p_shared: Option<Vec<u32>>,
+    /// Per layer, the top-k `[id, probability]` pairs (absent when top-k is 0).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub top_k: Vec<Vec<(u32, f64)>>,
     /// Layer 0 (embedding output), when asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -56,27 +63,42 @@ impl PositionProfile {
     /// Assembles a position's profile from per-layer stats (`layers[0]` = block 1).
     pub(crate) fn from_stats(
         position: usize,
-        alphas: &[f64],
+        spec: &StatSpec,
         embed: Option<&DistStats>,
         layers: &[DistStats],
     ) -> Self {
+        let alphas = &spec.alphas;
         let mut renyi: BTreeMap<String, Vec<f64>> = BTreeMap::new();
         for (k, &a) in alphas.iter().enumerate() {
             renyi.insert(alpha_key(a), layers.iter().map(|s| s.renyi[k]).collect());
         }
-        let has_ids = layers.first().is_some_and(|s| s.top_p_ids.is_some());
+        let sets: Option<Vec<&Vec<u32>>> = layers.iter().map(|s| s.top_p_ids.as_ref()).collect();
+        let top_p_shared = match (&sets, spec.top_p_overlap) {
+            (Some(sets), true) => Some(
+                sets.windows(2)
+                    .map(|w| {
+                        let prev: std::collections::HashSet<u32> = w[0].iter().copied().collect();
+                        w[1].iter().filter(|id| prev.contains(id)).count() as u32
+                    })
+                    .collect(),
+            ),
+            _ => None,
+        };
+        let keep_ids = spec.top_p_ids;
         Self {
             position,
             shannon: layers.iter().map(|s| s.shannon).collect(),
             renyi,
             top_p_count: layers.iter().map(|s| s.top_p_count).collect(),
-            top_p_ids: has_ids.then(|| {
-                layers
-                    .iter()
-                    .map(|s| s.top_p_ids.clone().unwrap_or_default())
-                    .collect()
-            }),
-            top_k: layers.iter().map(|s| s.top_k.clone()).collect(),
+            top_p_ids: sets
+                .filter(|_| keep_ids)
+                .map(|sets| sets.into_iter().cloned().collect()),
+            top_p_shared,
+            top_k: if spec.top_k == 0 {
+                Vec::new()
+            } else {
+                layers.iter().map(|s| s.top_k.clone()).collect()
+            },
             embed: embed.map(|s| LayerStats {
                 shannon: s.shannon,
                 renyi: alphas
@@ -85,7 +107,7 @@ impl PositionProfile {
                     .map(|(k, &a)| (alpha_key(a), s.renyi[k]))
                     .collect(),
                 top_p_count: s.top_p_count,
-                top_p_ids: s.top_p_ids.clone(),
+                top_p_ids: s.top_p_ids.clone().filter(|_| keep_ids),
                 top_k: s.top_k.clone(),
             }),
         }
@@ -112,6 +134,10 @@ pub struct EntropyProfile {
     #[serde(default)]
     pub top_p: f64,
     pub positions: Vec<PositionProfile>,
+    /// How the profile was made: model and weights hash, dtype, device, skipped blocks, statistics,
+    /// chat template, sampling, crate version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<Provenance>,
 }
 
 impl EntropyProfile {
