@@ -28,6 +28,7 @@ pub mod cli;
 pub mod data;
 pub mod display;
 pub mod error;
+pub mod experiments;
 pub mod fetch;
 pub mod lens;
 pub mod model;
@@ -48,6 +49,9 @@ pub mod prelude {
         c1_spearman, c2_overlap, knn_cross_validate, pca, tsne, KnnCvConfig, Labels, TsneConfig,
     };
     pub use crate::error::{Error, Result};
+    pub use crate::experiments::{
+        ExperimentKind, Outcome, Plan, Protocol, RunOptions, Scale, Shard,
+    };
     pub use crate::lens::{Lens, StatSpec};
     pub use crate::model::{load, LoadOptions, Model, ModelSource, TextTokenizer, WeightDType};
     pub use crate::plots::{

@@ -341,7 +341,8 @@ pub fn repeated_split_f1(
 }
 
 impl KnnCvResult {
-    fn table(&self) -> Table {
+    /// The result as a table (what `Display` and the notebook show).
+    pub fn table(&self) -> Table {
         let mut t = Table::new(
             format!(
                 "kNN diagnostic: {} samples × {} features, {} classes, k = {}, {}-fold CV (seed {}){}",

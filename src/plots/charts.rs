@@ -253,6 +253,70 @@ fn line_chart(
     )
 }
 
+/// Lines through `(x, y)` series (one per name), e.g. a statistic by block.
+pub fn xy_lines(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: Vec<(String, Vec<f64>, Vec<f64>)>,
+) -> Result<Chart> {
+    check_series(&series)?;
+    Ok(line_chart(
+        title,
+        x_label,
+        y_label,
+        series,
+        Mode::LinesMarkers,
+    ))
+}
+
+fn check_series(series: &[(String, Vec<f64>, Vec<f64>)]) -> Result<()> {
+    if series.is_empty() {
+        return Err(Error::Data("no series to plot".into()));
+    }
+    for (name, xs, ys) in series {
+        if xs.len() != ys.len() {
+            return Err(Error::Data(format!(
+                "series {name:?} has {} x values and {} y values",
+                xs.len(),
+                ys.len()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Points `(x, y)`, one colour per group.
+pub fn xy_scatter(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    groups: Vec<(String, Vec<f64>, Vec<f64>)>,
+) -> Result<Chart> {
+    check_series(&groups)?;
+    let mut plot = Plot::new();
+    let mut sketch = Vec::new();
+    for (name, xs, ys) in &groups {
+        plot.add_trace(
+            Scatter::new(xs.clone(), ys.clone())
+                .mode(Mode::Markers)
+                .name(name)
+                .marker(Marker::new().size(5).opacity(0.5)),
+        );
+        sketch.push((
+            name.clone(),
+            xs.iter().zip(ys).map(|(&x, &y)| (x, y, 2.5)).collect(),
+        ));
+    }
+    plot.set_layout(layout(title, x_label, y_label, 440));
+    Ok(Chart::new(
+        plot,
+        title,
+        440,
+        Sketch::Scatter { groups: sketch },
+    ))
+}
+
 /// Shannon and every measured Rényi entropy of one position (index into `profile.positions`)
 /// over blocks: how the choice of α reshapes a profile.
 pub fn renyi_lines(profile: &EntropyProfile, position_index: usize) -> Result<Chart> {
@@ -297,17 +361,51 @@ pub fn mean_profile_bands(groups: &[(String, Array2<f64>)], y_label: &str) -> Re
     if groups.is_empty() {
         return Err(Error::Data("no groups to plot".into()));
     }
-    let mut plot = Plot::new();
-    let (mut series, mut bands) = (Vec::new(), Vec::new());
-    for (i, (name, m)) in groups.iter().enumerate() {
+    let mut bands = Vec::new();
+    for (name, m) in groups {
         if m.nrows() == 0 {
             return Err(Error::Data(format!("group {name:?} has no profiles")));
         }
-        let mean = m.mean_axis(NdAxis(0)).unwrap_or_default().to_vec();
-        let std = m.std_axis(NdAxis(0), 0.0).to_vec();
+        bands.push(Band {
+            name: name.clone(),
+            mean: m.mean_axis(NdAxis(0)).unwrap_or_default().to_vec(),
+            std: m.std_axis(NdAxis(0), 0.0).to_vec(),
+            n: m.nrows(),
+        });
+    }
+    profile_bands(&bands, y_label)
+}
+
+/// A precomputed mean profile ± std over `n` profiles (x = block 1..L).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Band {
+    pub name: String,
+    pub mean: Vec<f64>,
+    pub std: Vec<f64>,
+    pub n: usize,
+}
+
+/// Mean ± std bands from precomputed statistics (see [`mean_profile_bands`]).
+pub fn profile_bands(groups: &[Band], y_label: &str) -> Result<Chart> {
+    if groups.is_empty() {
+        return Err(Error::Data("no groups to plot".into()));
+    }
+    let mut plot = Plot::new();
+    let (mut series, mut bands) = (Vec::new(), Vec::new());
+    for (i, b) in groups.iter().enumerate() {
+        if b.mean.len() != b.std.len() || b.mean.is_empty() {
+            return Err(Error::Data(format!(
+                "group {:?} has {} means and {} deviations",
+                b.name,
+                b.mean.len(),
+                b.std.len()
+            )));
+        }
+        let name = &b.name;
+        let (mean, std) = (b.mean.clone(), &b.std);
         let xs: Vec<f64> = (1..=mean.len()).map(|j| j as f64).collect();
-        let hi: Vec<f64> = mean.iter().zip(&std).map(|(a, b)| a + b).collect();
-        let lo: Vec<f64> = mean.iter().zip(&std).map(|(a, b)| a - b).collect();
+        let hi: Vec<f64> = mean.iter().zip(std).map(|(a, b)| a + b).collect();
+        let lo: Vec<f64> = mean.iter().zip(std).map(|(a, b)| a - b).collect();
         let color = PALETTE[i % PALETTE.len()];
         plot.add_trace(
             Scatter::new(xs.clone(), hi.clone())
@@ -332,7 +430,7 @@ pub fn mean_profile_bands(groups: &[(String, Array2<f64>)], y_label: &str) -> Re
                 .mode(Mode::Lines)
                 .line(plotly::common::Line::new().color(color).width(2.0))
                 .legend_group(name)
-                .name(format!("{name} (n = {})", m.nrows())),
+                .name(format!("{name} (n = {})", b.n)),
         );
         series.push((name.clone(), xs, mean));
         bands.push(Some((lo, hi)));
@@ -557,11 +655,34 @@ pub fn renyi_similarity(alphas: &[f64], features: &[Array2<f64>]) -> Result<(Cha
             features.len()
         )));
     }
+    let sims: Vec<Array2<f64>> = features
+        .iter()
+        .map(|x| cosine_similarity(x.view()))
+        .collect();
+    let sigmas = sims.iter().map(|m| matrix_std(m.view())).collect();
+    Ok((similarity_panels(alphas, &sims)?, sigmas))
+}
+
+/// Population standard deviation of a matrix's entries (the σ of the paper's Figure 9).
+pub fn matrix_std(m: ArrayView2<f64>) -> f64 {
+    let n = m.len().max(1) as f64;
+    let mean = m.iter().sum::<f64>() / n;
+    (m.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n).sqrt()
+}
+
+/// Heatmaps of precomputed similarity matrices, one panel per Rényi order, titled with σ.
+pub fn similarity_panels(alphas: &[f64], sims: &[Array2<f64>]) -> Result<Chart> {
+    if alphas.len() != sims.len() || alphas.is_empty() {
+        return Err(Error::Data(format!(
+            "{} orders but {} similarity matrices",
+            alphas.len(),
+            sims.len()
+        )));
+    }
     if alphas.len() > 8 {
         return Err(Error::invalid("at most 8 Rényi orders fit in one figure"));
     }
     let mut plot = Plot::new();
-    let mut sigmas = Vec::new();
     let mut parts = Vec::new();
     let mut layout = Layout::new().height(380).grid(
         LayoutGrid::new()
@@ -570,15 +691,15 @@ pub fn renyi_similarity(alphas: &[f64], features: &[Array2<f64>]) -> Result<(Cha
             .pattern(GridPattern::Independent),
     );
     let mut annotations = Vec::new();
-    for (i, (&a, x)) in alphas.iter().zip(features).enumerate() {
-        let sim = cosine_similarity(x.view());
+    for (i, (&a, sim)) in alphas.iter().zip(sims).enumerate() {
         let n = sim.nrows();
-        let values: Vec<f64> = sim.iter().cloned().collect();
-        let mean = values.iter().sum::<f64>() / values.len().max(1) as f64;
-        let sigma = (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>()
-            / values.len().max(1) as f64)
-            .sqrt();
-        sigmas.push(sigma);
+        if sim.ncols() != n {
+            return Err(Error::Data(format!(
+                "similarity matrix {i} is {n} × {}, not square",
+                sim.ncols()
+            )));
+        }
+        let sigma = matrix_std(sim.view());
         let labels: Vec<String> = (0..n).map(|j| j.to_string()).collect();
         let z: Vec<Vec<f64>> = sim.rows().into_iter().map(|r| r.to_vec()).collect();
         let mut t = CellHeatmap::new(labels.clone(), labels.clone(), z.clone());
@@ -627,16 +748,16 @@ pub fn renyi_similarity(alphas: &[f64], features: &[Array2<f64>]) -> Result<(Cha
         ))
         .annotations(annotations);
     plot.set_layout(layout);
-    let chart = Chart::new(
+    Ok(Chart::new(
         plot,
         "Cosine similarity of profiles across Rényi orders",
         380,
         Sketch::Row(parts),
-    );
-    Ok((chart, sigmas))
+    ))
 }
 
-fn cosine_similarity(x: ArrayView2<f64>) -> Array2<f64> {
+/// Cosine similarity between the rows of `x` (0 where a row is all zeros).
+pub fn cosine_similarity(x: ArrayView2<f64>) -> Array2<f64> {
     let norms: Vec<f64> = x.rows().into_iter().map(|r| r.dot(&r).sqrt()).collect();
     let g = x.dot(&x.t());
     Array2::from_shape_fn(g.dim(), |(i, j)| {

@@ -17,8 +17,10 @@ mod svg;
 mod traces;
 
 pub use charts::{
-    delta_bars, depth_normalized, entropy_heatmap, mean_profile_bands, profile_lines,
-    profile_table, projection_scatter, renyi_lines, renyi_similarity, skip_curves, HeatMetric,
+    cosine_similarity, delta_bars, depth_normalized, entropy_heatmap, matrix_std,
+    mean_profile_bands, profile_bands, profile_lines, profile_table, projection_scatter,
+    renyi_lines, renyi_similarity, similarity_panels, skip_curves, xy_lines, xy_scatter, Band,
+    HeatMetric,
 };
 pub(crate) use svg::Sketch;
 
@@ -30,6 +32,9 @@ const PLOTLY_JS: &str = include_str!("../../vendor/plotly.js-dist-min/plotly.min
 /// crate into every cell's library, so a `static` would reset at each cell; the environment is
 /// shared by all of them.
 const PLOTLY_SENT_ENV: &str = "ENTROPY_LENS_PLOTLY_JS_SENT";
+/// Marks plotly.js in notebook outputs (see [`Chart::notebook_html`]).
+pub const PLOTLY_JS_BEGIN: &str = "<!-- entropy-lens:plotly.js -->";
+pub const PLOTLY_JS_END: &str = "<!-- /entropy-lens:plotly.js -->";
 static NEXT_ID: AtomicUsize = AtomicUsize::new(0);
 
 /// A chart: the Plotly figure plus a static sketch of the same data.
@@ -133,12 +138,14 @@ impl Chart {
     }
 
     /// HTML for a notebook output: plotly.js the first time in this process, then the chart.
+    /// plotly.js sits between [`PLOTLY_JS_BEGIN`] and [`PLOTLY_JS_END`] so that a committed
+    /// notebook can drop it (`scripts/strip-plotly.py`) while its HTML report keeps it.
     pub fn notebook_html(&self) -> String {
         let js = if std::env::var_os(PLOTLY_SENT_ENV).is_some() {
             String::new()
         } else {
             std::env::set_var(PLOTLY_SENT_ENV, "1");
-            plotly_js_script()
+            format!("{PLOTLY_JS_BEGIN}{}{PLOTLY_JS_END}", plotly_js_script())
         };
         format!("{js}{}", self.to_html_fragment())
     }

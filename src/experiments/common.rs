@@ -1,0 +1,221 @@
+//! Pieces every experiment's `finish` uses: the feature matrix written to `profiles.npy` and its
+//! layout, kNN scores as stored in results, projections for scatter plots.
+
+use ndarray::Array2;
+use serde::{Deserialize, Serialize};
+
+use super::config::ExperimentConfig;
+use super::store::Record;
+use crate::analysis::{KnnCvResult, Labels, Projection};
+use crate::error::{Error, Result};
+use crate::profile::Aggregation;
+
+/// How a row of `profiles.npy` is laid out (stored in `index.json`): the row is the C-order
+/// flattening of an array of `shape` along `axes`; `layer` j is the residual after block j + 1.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FeatureLayout {
+    /// e.g. `["token", "layer"]`, `["layer"]`, `["alpha", "window", "layer"]`.
+    pub axes: Vec<String>,
+    pub shape: Vec<usize>,
+    /// `shannon`, or `renyi` with `alphas`.
+    pub statistic: String,
+    /// Rényi orders along the `alpha` axis (keys: `0.5`, `1` = Shannon, `5`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alphas: Vec<String>,
+    /// How the per-token profiles were combined: `concat`, `mean` or `windows`.
+    pub aggregation: Aggregation,
+}
+
+impl FeatureLayout {
+    /// Per-token profiles combined by `aggregation` (concat: token × layer; mean: layer).
+    pub fn tokens_by_layers(
+        tokens: usize,
+        layers: usize,
+        statistic: &str,
+        aggregation: Aggregation,
+    ) -> Self {
+        let (axes, shape) = match aggregation {
+            Aggregation::Concat => (vec!["token", "layer"], vec![tokens, layers]),
+            Aggregation::Mean => (vec!["layer"], vec![layers]),
+            Aggregation::Windows(w) => (vec!["window", "layer"], vec![w, layers]),
+        };
+        Self {
+            axes: axes.into_iter().map(String::from).collect(),
+            shape,
+            statistic: statistic.into(),
+            alphas: Vec::new(),
+            aggregation,
+        }
+    }
+
+    pub fn n_features(&self) -> usize {
+        self.shape.iter().product()
+    }
+}
+
+/// The rows of `profiles.npy` with their ids and labels (`index.json`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Features {
+    pub ids: Vec<String>,
+    pub labels: Vec<String>,
+    pub layout: FeatureLayout,
+    #[serde(skip)]
+    pub rows: Vec<f64>,
+}
+
+impl Features {
+    pub fn new(layout: FeatureLayout) -> Self {
+        Self {
+            ids: Vec::new(),
+            labels: Vec::new(),
+            layout,
+            rows: Vec::new(),
+        }
+    }
+
+    /// Appends `row` for `record`.
+    pub fn push(&mut self, record: &Record, row: Vec<f64>) -> Result<()> {
+        if row.len() != self.layout.n_features() {
+            return Err(Error::Data(format!(
+                "record {} gives {} features, the layout has {}",
+                record.id,
+                row.len(),
+                self.layout.n_features()
+            )));
+        }
+        self.ids.push(record.id.clone());
+        self.labels.push(record.label.clone());
+        self.rows.extend(row);
+        Ok(())
+    }
+
+    pub fn n_rows(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// samples × features.
+    pub fn matrix(&self) -> Result<Array2<f64>> {
+        Array2::from_shape_vec((self.n_rows(), self.layout.n_features()), self.rows.clone())
+            .map_err(|e| Error::Data(e.to_string()))
+    }
+}
+
+/// `index.json`: what each row of `profiles.npy` is.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProfileIndex {
+    pub n_rows: usize,
+    pub n_features: usize,
+    pub ids: Vec<String>,
+    pub labels: Vec<String>,
+    pub layout: FeatureLayout,
+}
+
+impl From<&Features> for ProfileIndex {
+    fn from(f: &Features) -> Self {
+        Self {
+            n_rows: f.n_rows(),
+            n_features: f.layout.n_features(),
+            ids: f.ids.clone(),
+            labels: f.labels.clone(),
+            layout: f.layout.clone(),
+        }
+    }
+}
+
+/// Every record has `tokens` measured positions over the model's blocks; returns L.
+pub fn check_depths(cfg: &ExperimentConfig, records: &[Record]) -> Result<usize> {
+    let l = cfg.model.n_layers;
+    let t = cfg.spec.tokens();
+    if records.is_empty() {
+        return Err(Error::Data("no records to analyse".into()));
+    }
+    for r in records {
+        if r.profile.n_layers != l || r.profile.positions.len() != t {
+            return Err(Error::Data(format!(
+                "record {} has {} positions × {} blocks, expected {t} × {l}",
+                r.id,
+                r.profile.positions.len(),
+                r.profile.n_layers
+            )));
+        }
+    }
+    Ok(l)
+}
+
+/// The kNN numbers a result keeps.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KnnScore {
+    pub k: usize,
+    pub auc_mean: f64,
+    pub auc_std: f64,
+    pub baseline_auc_mean: f64,
+    pub baseline_auc_std: f64,
+    pub p_value: Option<f64>,
+    pub f1_macro_mean: f64,
+    pub auc_folds: Vec<f64>,
+}
+
+impl From<&KnnCvResult> for KnnScore {
+    fn from(r: &KnnCvResult) -> Self {
+        Self {
+            k: r.k,
+            auc_mean: r.auc_mean,
+            auc_std: r.auc_std,
+            baseline_auc_mean: r.baseline_auc_mean,
+            baseline_auc_std: r.baseline_auc_std,
+            p_value: r.p_value,
+            f1_macro_mean: r.f1_macro_mean,
+            auc_folds: r.auc_folds.clone(),
+        }
+    }
+}
+
+/// A 2-D projection with the label of each point.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Scatter2d {
+    pub method: String,
+    pub points: Vec<[f64; 2]>,
+    pub labels: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explained_variance_ratio: Option<Vec<f64>>,
+}
+
+impl Scatter2d {
+    pub fn new(p: &Projection, labels: &[String]) -> Self {
+        Self {
+            method: p.method.clone(),
+            points: p
+                .coords
+                .rows()
+                .into_iter()
+                .map(|r| [r[0], r.get(1).copied().unwrap_or(0.0)])
+                .collect(),
+            labels: labels.to_vec(),
+            explained_variance_ratio: p.explained_variance_ratio.clone(),
+        }
+    }
+
+    pub fn projection(&self) -> Projection {
+        let mut coords = Array2::zeros((self.points.len(), 2));
+        for (i, p) in self.points.iter().enumerate() {
+            coords[[i, 0]] = p[0];
+            coords[[i, 1]] = p[1];
+        }
+        Projection {
+            method: self.method.clone(),
+            coords,
+            explained_variance_ratio: self.explained_variance_ratio.clone(),
+            kl_divergence: None,
+        }
+    }
+}
+
+/// Labels for the kNN, with the per-class counts checked against the folds.
+pub fn labels_for(features: &Features) -> Labels {
+    Labels::encode(&features.labels)
+}
+
+/// Formats `x` (a fraction) as a percentage with two decimals.
+pub fn pct(x: f64) -> String {
+    crate::analysis::report::fmt_pct(x)
+}

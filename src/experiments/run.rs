@@ -1,0 +1,217 @@
+//! The run loop: load the model and data, resolve the configuration, skip the items already
+//! recorded, profile the rest batch by batch, then finish (unless this is one shard of several).
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use super::config::{Plan, Protocol};
+use super::data::load_data;
+use super::progress::{format_secs, Progress, ProgressMode};
+use super::store::{OutputDir, Record, RunContext, Shard, WorkItem};
+use super::{finish, items, stat_spec, ExperimentConfig, Outcome};
+use crate::error::{Error, Result};
+use crate::model::{load, parse_device, LoadOptions, ModelSource};
+use crate::runner::{device_name, ProfileRequest, Profiler, Sampling};
+
+/// Where and how to run.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Output folder (default: [`default_out_dir`]).
+    pub out: Option<PathBuf>,
+    /// Run only this slice of the items.
+    pub shard: Option<Shard>,
+    pub progress: ProgressMode,
+    /// Items handed to the profiler at once; their records are appended together.
+    pub batch: usize,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            out: None,
+            shard: None,
+            progress: ProgressMode::Auto,
+            batch: 1,
+        }
+    }
+}
+
+impl RunOptions {
+    /// Progress as lines in the cell output.
+    pub fn notebook(out: impl Into<PathBuf>) -> Self {
+        Self {
+            out: Some(out.into()),
+            progress: ProgressMode::Lines,
+            ..Default::default()
+        }
+    }
+}
+
+/// What a run did.
+#[derive(Clone, Debug)]
+pub struct RunSummary {
+    pub dir: PathBuf,
+    pub config: ExperimentConfig,
+    /// Items profiled by this call, and items found already done.
+    pub ran: usize,
+    pub resumed: usize,
+    pub seconds: f64,
+    /// The result; `None` for one shard of several (merge them to get it).
+    pub outcome: Option<Outcome>,
+}
+
+/// `runs/<experiment>-<model>-<scale>[-authors][-shard-i-of-n]`.
+pub fn default_out_dir(cfg: &ExperimentConfig, shard: Option<Shard>) -> PathBuf {
+    let model: String = cfg
+        .model
+        .name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let mut name = format!("{}-{model}-{}", cfg.kind().name(), cfg.scale.name());
+    if cfg.protocol == Protocol::Authors {
+        name.push_str("-authors");
+    }
+    if let Some(s) = shard.filter(|s| !s.is_whole()) {
+        name.push_str(&format!("-shard-{}-of-{}", s.index, s.count));
+    }
+    Path::new("runs").join(name)
+}
+
+fn request(cfg: &ExperimentConfig, item: &WorkItem) -> ProfileRequest {
+    let g = &cfg.generation;
+    ProfileRequest {
+        prompt: item.prompt.clone(),
+        generate: cfg.spec.tokens(),
+        ignore_eos: g.ignore_eos,
+        all_positions: false,
+        add_bos: g.add_bos,
+        chat: g.chat,
+        include_embed: false,
+        sampling: Sampling {
+            temperature: g.temperature,
+            top_p: g.sample_top_p,
+            // Per item, so an item's tokens do not depend on which items ran before it.
+            seed: cfg.seed.wrapping_add(item.index as u64),
+        },
+    }
+}
+
+/// Runs (or resumes) the experiment `plan` and, when the folder holds every item, finishes it.
+pub fn run(plan: &Plan, opts: &RunOptions) -> Result<RunSummary> {
+    plan.spec()?; // bad sizes fail before anything is loaded
+    let data = load_data(plan)?;
+    let source = match &plan.model {
+        Some(m) => ModelSource::parse(m)?,
+        None => ModelSource::default_model()?,
+    };
+    let device = parse_device(&plan.device)?;
+    let loaded = load(
+        &source,
+        &LoadOptions {
+            device,
+            dtype: plan.dtype,
+        },
+    )?;
+    let cfg = plan.resolve(loaded.model.info(), data.identity.clone())?;
+    let all = items(&cfg, &data.records)?;
+    super::check_feasible(&cfg, &all)?;
+    let dir = opts
+        .out
+        .clone()
+        .unwrap_or_else(|| default_out_dir(&cfg, opts.shard));
+    let out = OutputDir::prepare(
+        &dir,
+        &cfg,
+        all.len(),
+        RunContext {
+            model: source.describe(),
+            data: data.source.clone(),
+            device: device_name(loaded.model.device()),
+            shard: opts.shard.filter(|s| !s.is_whole()),
+        },
+    )?;
+    let done = out.recover_records()?;
+    for r in &done {
+        if all[r.index].id != r.id {
+            return Err(Error::Data(format!(
+                "{}: record of item {} is {:?} but this configuration's item {} is {:?}; the folder was written by another build of the prompts",
+                dir.display(),
+                r.index,
+                r.id,
+                r.index,
+                all[r.index].id
+            )));
+        }
+    }
+    let mut is_done = vec![false; all.len()];
+    done.iter().for_each(|r| is_done[r.index] = true);
+    let mine: Vec<&WorkItem> = all
+        .iter()
+        .filter(|i| opts.shard.is_none_or(|s| s.contains(i.index)))
+        .collect();
+    let todo: Vec<&WorkItem> = mine.iter().copied().filter(|i| !is_done[i.index]).collect();
+
+    let mut profiler = Profiler::new(loaded, stat_spec(&cfg)?)?;
+    let requests: Vec<ProfileRequest> = todo.iter().map(|i| request(&cfg, i)).collect();
+    for (item, req) in todo.iter().zip(&requests) {
+        profiler
+            .checked_prompt_ids(req)
+            .map_err(|e| Error::invalid(format!("item {} ({}): {e}", item.index, item.id)))?;
+    }
+    out.log(&format!(
+        "run: {} on {} ({}), {} of {} items to do{}",
+        cfg.kind().name(),
+        out.stored.run.model,
+        device_name(profiler.model.device()),
+        todo.len(),
+        mine.len(),
+        opts.shard
+            .map(|s| format!(", shard {s}"))
+            .unwrap_or_default()
+    ))?;
+    let label = format!("{} {}", cfg.kind().name(), cfg.model.name);
+    let mut progress = Progress::new(opts.progress, &label, mine.len(), mine.len() - todo.len());
+    let start = Instant::now();
+    for (items, reqs) in todo
+        .chunks(opts.batch.max(1))
+        .zip(requests.chunks(opts.batch.max(1)))
+    {
+        let profiles = profiler.run_batch(reqs)?;
+        let records: Vec<Record> = items
+            .iter()
+            .zip(profiles)
+            .map(|(i, p)| Record::new(i, p))
+            .collect();
+        out.append(&records)?;
+        progress.inc(records.len());
+    }
+    progress.finish();
+    let seconds = start.elapsed().as_secs_f64();
+    if !todo.is_empty() {
+        out.log(&format!(
+            "profiled {} items in {} ({:.3} items/s)",
+            todo.len(),
+            format_secs(seconds),
+            todo.len() as f64 / seconds.max(1e-9)
+        ))?;
+    }
+    let outcome = match opts.shard.filter(|s| !s.is_whole()) {
+        Some(_) => None,
+        None => Some(finish(&dir)?),
+    };
+    Ok(RunSummary {
+        dir,
+        config: cfg,
+        ran: todo.len(),
+        resumed: mine.len() - todo.len(),
+        seconds,
+        outcome,
+    })
+}

@@ -1,0 +1,345 @@
+//! `validate` — the paper's check that entropy changes read as expansion and pruning
+//! (Section 3.2, Table 1 and Figure 1):
+//!
+//! * **C1**: Spearman's ρ between ΔH_i = H_i − H_{i−1} and the change of the top-p (p = 0.6)
+//!   candidate count from block i − 1 to block i, pooled over every measured position, block and
+//!   prompt (one ρ per model, Table 1), and per prompt (mean ± sd over prompts);
+//! * **C2**: the share of top-p candidates consecutive blocks have in common, per block, averaged
+//!   over positions, with the three denominators the paper leaves open.
+//!
+//! Blocks are numbered 1..L (the residual after block i); pairs run over blocks 2..L. Positions are
+//! the generated tokens' (the last prompt position and every generated token but the last).
+
+use serde::{Deserialize, Serialize};
+
+use super::common::{check_depths, FeatureLayout, Features};
+use super::config::{ExperimentConfig, Plan, Scale};
+use super::paper;
+use super::store::{Record, WorkItem};
+use crate::analysis::metrics::{mean_std, spearman};
+use crate::analysis::validation::C2Accumulator;
+use crate::analysis::Table;
+use crate::data::formats::format_prompts;
+use crate::error::{Error, Result};
+use crate::lens::StatSpec;
+use crate::plots::{xy_lines, xy_scatter, Chart};
+use crate::profile::{aggregate, delta, Aggregation};
+
+/// What `validate` runs: the topic-format prompts of `topics` topics (three formats each).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ValidateSpec {
+    pub topics: usize,
+    /// Tokens generated per prompt (one measured position each).
+    pub tokens: usize,
+}
+
+impl ValidateSpec {
+    pub fn new(plan: &Plan) -> Result<Self> {
+        let (topics, tokens) = match plan.scale {
+            Scale::Smoke => (4, 8),
+            Scale::Paper => (150, 32),
+        };
+        let spec = Self {
+            topics: plan.n.unwrap_or(topics),
+            tokens: plan.tokens.unwrap_or(tokens),
+        };
+        if spec.topics == 0 || spec.tokens == 0 {
+            return Err(Error::invalid(
+                "validate needs at least one topic (--n) and one generated token (--tokens)",
+            ));
+        }
+        Ok(spec)
+    }
+}
+
+/// The work items: the topic-format prompts, topic-major.
+pub fn items(spec: &ValidateSpec, topics: &[String]) -> Result<Vec<WorkItem>> {
+    Ok(format_prompts(topics, spec.topics)?
+        .into_iter()
+        .enumerate()
+        .map(|(index, p)| {
+            let mut meta = serde_json::Map::new();
+            meta.insert("topic".into(), p.topic.clone().into());
+            meta.insert("format".into(), p.format.name().into());
+            WorkItem {
+                index,
+                id: format!("topic{:03}-{}", p.topic_index, p.format.name()),
+                label: p.format.name().into(),
+                prompt: p.prompt,
+                meta,
+            }
+        })
+        .collect())
+}
+
+/// Shannon entropy, top-p counts and the overlap of adjacent blocks' top-p sets.
+pub fn stat_spec(cfg: &ExperimentConfig) -> Result<StatSpec> {
+    let mut spec = cfg.stats.stat_spec(&[])?;
+    spec.top_p_overlap = true;
+    Ok(spec)
+}
+
+/// C2 at one block (compared with the block before it).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct C2Block {
+    /// Block i (1-based), compared with block i − 1.
+    pub block: usize,
+    /// |S_i ∩ S_{i−1}| / |S_i|: the share of block i's candidates already in block i − 1's set.
+    pub current: f64,
+    /// |S_i ∩ S_{i−1}| / |S_{i−1}|.
+    pub previous: f64,
+    /// |S_i ∩ S_{i−1}| / |S_i ∪ S_{i−1}|.
+    pub jaccard: f64,
+}
+
+/// `result.json` of `validate`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ValidateResult {
+    pub experiment: String,
+    pub model: String,
+    pub n_layers: usize,
+    pub n_prompts: usize,
+    /// Measured positions over all prompts.
+    pub n_positions: usize,
+    pub top_p: f64,
+    /// Pooled Spearman ρ (Table 1); null when a variable is constant.
+    pub c1_spearman: Option<f64>,
+    pub c1_p_value: Option<f64>,
+    /// (ΔH, Δcount) pairs pooled: positions × (L − 1).
+    pub c1_n_pairs: usize,
+    /// Per-prompt ρ: mean and population standard deviation over the prompts where it is defined.
+    pub c1_per_prompt_mean: Option<f64>,
+    pub c1_per_prompt_std: Option<f64>,
+    pub c1_per_prompt_defined: usize,
+    /// C2 per block 2..L (Figure 1).
+    pub c2_by_block: Vec<C2Block>,
+    /// Mean over blocks of `current` (the paper's reading), `previous` and `jaccard`.
+    pub c2_mean: f64,
+    pub c2_mean_previous: f64,
+    pub c2_mean_jaccard: f64,
+    /// Mean Shannon entropy and top-p count per block over every position.
+    pub mean_entropy_by_block: Vec<f64>,
+    pub mean_top_p_count_by_block: Vec<f64>,
+    /// Up to 2,000 evenly spaced (ΔH, Δcount) pairs for the scatter.
+    pub c1_sample: Vec<[f64; 2]>,
+}
+
+const SCATTER_POINTS: usize = 2000;
+
+/// Computes the result from the records (sorted by item).
+pub fn finish(cfg: &ExperimentConfig, records: &[Record]) -> Result<(ValidateResult, Features)> {
+    let l = check_depths(cfg, records)?;
+    if l < 2 {
+        return Err(Error::Data("C1 and C2 need at least two blocks".into()));
+    }
+    let (mut dh_all, mut dc_all) = (Vec::new(), Vec::new());
+    let mut per_prompt = Vec::new();
+    let mut c2 = C2Accumulator::default();
+    let (mut h_sum, mut c_sum) = (vec![0.0; l], vec![0.0; l]);
+    let mut n_positions = 0usize;
+    let mut features = Features::new(FeatureLayout::tokens_by_layers(
+        cfg.spec.tokens(),
+        l,
+        "shannon",
+        Aggregation::Concat,
+    ));
+    for r in records {
+        let h = r.profile.shannon_matrix()?;
+        let c = r.profile.top_p_matrix()?;
+        let dh: Vec<f64> = delta(h.view()).iter().cloned().collect();
+        let dc: Vec<f64> = delta(c.view()).iter().cloned().collect();
+        if let Some((rho, _)) = spearman(&dh, &dc)? {
+            per_prompt.push(rho);
+        }
+        dh_all.extend(dh);
+        dc_all.extend(dc);
+        for pos in &r.profile.positions {
+            let shared = pos.top_p_shared.as_ref().ok_or_else(|| {
+                Error::Data(format!(
+                    "record {} carries no top-p overlaps; it was not measured by `validate`",
+                    r.id
+                ))
+            })?;
+            c2.add(&pos.top_p_count, shared)?;
+            for j in 0..l {
+                h_sum[j] += pos.shannon[j];
+                c_sum[j] += pos.top_p_count[j] as f64;
+            }
+            n_positions += 1;
+        }
+        features.push(r, aggregate(h.view(), Aggregation::Concat)?.to_vec())?;
+    }
+    let pooled = spearman(&dh_all, &dc_all)?;
+    let c2 = c2.finish(&cfg.model.name)?;
+    let stride = dh_all.len().div_ceil(SCATTER_POINTS).max(1);
+    let c1_sample = dh_all
+        .iter()
+        .zip(&dc_all)
+        .step_by(stride)
+        .map(|(&a, &b)| [a, b])
+        .collect();
+    let (pp_mean, pp_std) = mean_std(&per_prompt);
+    let defined = !per_prompt.is_empty();
+    let n = n_positions.max(1) as f64;
+    let result = ValidateResult {
+        experiment: "validate".into(),
+        model: cfg.model.name.clone(),
+        n_layers: l,
+        n_prompts: records.len(),
+        n_positions,
+        top_p: cfg.stats.top_p,
+        c1_spearman: pooled.map(|x| x.0),
+        c1_p_value: pooled.map(|x| x.1),
+        c1_n_pairs: dh_all.len(),
+        c1_per_prompt_mean: defined.then_some(pp_mean),
+        c1_per_prompt_std: defined.then_some(pp_std),
+        c1_per_prompt_defined: per_prompt.len(),
+        c2_by_block: (0..l - 1)
+            .map(|j| C2Block {
+                block: j + 2,
+                current: c2.overlap_per_layer[j],
+                previous: c2.overlap_prev_per_layer[j],
+                jaccard: c2.jaccard_per_layer[j],
+            })
+            .collect(),
+        c2_mean: c2.mean,
+        c2_mean_previous: c2.mean_prev,
+        c2_mean_jaccard: c2.mean_jaccard,
+        mean_entropy_by_block: h_sum.iter().map(|s| s / n).collect(),
+        mean_top_p_count_by_block: c_sum.iter().map(|s| s / n).collect(),
+        c1_sample,
+    };
+    Ok((result, features))
+}
+
+fn opt(x: Option<f64>, digits: usize) -> String {
+    crate::analysis::report::fmt_opt(x, digits)
+}
+
+impl ValidateResult {
+    /// Our C1 (and C2) beside the paper's Table 1, for one or more models.
+    pub fn comparison(results: &[&ValidateResult]) -> Table {
+        let mut t = Table::new(
+            "C1 (Table 1): Spearman ρ between ΔH and Δ(top-p count); C2 (Figure 1): share of a block's top-p candidates already in the previous block's set",
+            &["model", "ρ (pooled)", "ρ per prompt (mean ± sd)", "C2 mean", "source"],
+        );
+        for r in results {
+            t.row(vec![
+                r.model.clone(),
+                opt(r.c1_spearman, 4),
+                format!(
+                    "{} ± {}",
+                    opt(r.c1_per_prompt_mean, 3),
+                    opt(r.c1_per_prompt_std, 3)
+                ),
+                format!("{:.3}", r.c2_mean),
+                format!("ours: {} prompts, {} positions", r.n_prompts, r.n_positions),
+            ]);
+        }
+        for (m, rho) in paper::TABLE1_C1 {
+            t.row(vec![
+                m.into(),
+                format!("{rho:.4}"),
+                "—".into(),
+                "high (figure only)".into(),
+                "paper".into(),
+            ]);
+        }
+        t
+    }
+
+    /// C1 and C2 summaries, and C2 per block.
+    pub fn tables(&self) -> Vec<Table> {
+        let mut c1 = Table::new(
+            "C1: ΔH against the change of the top-p candidate count",
+            &[
+                "ρ pooled",
+                "p-value",
+                "pairs",
+                "ρ per prompt",
+                "prompts with ρ",
+                "positions",
+            ],
+        );
+        c1.row(vec![
+            opt(self.c1_spearman, 4),
+            self.c1_p_value
+                .map(|p| format!("{p:.2e}"))
+                .unwrap_or_else(|| "n/a".into()),
+            self.c1_n_pairs.to_string(),
+            format!(
+                "{} ± {}",
+                opt(self.c1_per_prompt_mean, 3),
+                opt(self.c1_per_prompt_std, 3)
+            ),
+            format!("{}/{}", self.c1_per_prompt_defined, self.n_prompts),
+            self.n_positions.to_string(),
+        ]);
+        let mut c2 = Table::new(
+            format!(
+                "C2: top-p (p = {}) candidates shared by block i and block i − 1, mean over positions",
+                self.top_p
+            ),
+            &["block i", "/ |S_i|", "/ |S_i−1|", "Jaccard", "mean H_i (nats)", "mean |S_i|"],
+        );
+        for b in &self.c2_by_block {
+            c2.row(vec![
+                b.block.to_string(),
+                format!("{:.3}", b.current),
+                format!("{:.3}", b.previous),
+                format!("{:.3}", b.jaccard),
+                format!("{:.3}", self.mean_entropy_by_block[b.block - 1]),
+                format!("{:.1}", self.mean_top_p_count_by_block[b.block - 1]),
+            ]);
+        }
+        c2.row(vec![
+            "mean".into(),
+            format!("{:.3}", self.c2_mean),
+            format!("{:.3}", self.c2_mean_previous),
+            format!("{:.3}", self.c2_mean_jaccard),
+            String::new(),
+            String::new(),
+        ]);
+        vec![c1, c2]
+    }
+
+    /// Figure 1 (C2 per block) and the C1 scatter.
+    pub fn charts(&self) -> Result<Vec<Chart>> {
+        let blocks: Vec<f64> = self.c2_by_block.iter().map(|b| b.block as f64).collect();
+        let series = |name: &str, f: fn(&C2Block) -> f64| {
+            (
+                name.to_string(),
+                blocks.clone(),
+                self.c2_by_block.iter().map(f).collect::<Vec<f64>>(),
+            )
+        };
+        let c2 = xy_lines(
+            &format!(
+                "C2: top-p candidates shared with the previous block ({})",
+                self.model
+            ),
+            "block i",
+            "share",
+            vec![
+                series("|S_i ∩ S_i−1| / |S_i|", |b| b.current),
+                series("|S_i ∩ S_i−1| / |S_i−1|", |b| b.previous),
+                series("Jaccard", |b| b.jaccard),
+            ],
+        )?;
+        let signed_log = |v: f64| v.signum() * (1.0 + v.abs()).log10();
+        let c1 = xy_scatter(
+            &format!(
+                "C1: ΔH against the change of the top-p count (ρ = {})",
+                opt(self.c1_spearman, 3)
+            ),
+            "ΔH (nats)",
+            "Δ top-p count, signed log10(1 + |Δ|)",
+            vec![(
+                self.model.clone(),
+                self.c1_sample.iter().map(|p| p[0]).collect(),
+                self.c1_sample.iter().map(|p| signed_log(p[1])).collect(),
+            )],
+        )?;
+        Ok(vec![c2, c1])
+    }
+}
