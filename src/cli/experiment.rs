@@ -1,0 +1,102 @@
+//! `entropy-lens experiment`, `merge` and `finish`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use super::args::ExperimentArgs;
+use crate::error::{Error, Result};
+use crate::experiments::{self, Outcome, Plan, RunOptions, RunSummary};
+
+impl ExperimentArgs {
+    /// The plan and run options these flags ask for.
+    pub fn to_plan(&self) -> Result<(Plan, RunOptions)> {
+        let alphas = self.stats.alphas()?;
+        let plan = Plan {
+            kind: self.experiment.parse()?,
+            model: self.model.model.clone(),
+            device: self.model.device.clone(),
+            dtype: self.model.dtype()?,
+            scale: self.scale.parse()?,
+            protocol: self.protocol.parse()?,
+            seed: self.sampling.seed,
+            n: self.n,
+            tokens: self.tokens,
+            data: self.data.clone(),
+            chat: self.sampling.chat.then_some(true),
+            temperature: self.sampling.temperature,
+            sample_top_p: self.sampling.sample_top_p,
+            k: self.k,
+            folds: self.folds,
+            alphas: (!alphas.is_empty()).then_some(alphas),
+            windows: self.windows,
+            top_p: self.stats.top_p,
+            support_threshold: self.stats.support_threshold,
+        };
+        let opts = RunOptions {
+            out: self.out.clone(),
+            shard: self.shard.as_deref().map(str::parse).transpose()?,
+            batch: self.batch,
+            ..Default::default()
+        };
+        Ok((plan, opts))
+    }
+}
+
+fn write(out: &mut impl Write, text: &str) -> Result<()> {
+    writeln!(out, "{text}").map_err(|e| Error::io("<stdout>", e))
+}
+
+/// Prints an outcome: result.json with `json`, else the tables.
+pub fn print_outcome(
+    outcome: &Outcome,
+    dir: &Path,
+    json: bool,
+    out: &mut impl Write,
+) -> Result<()> {
+    if json {
+        write(out, outcome.to_json()?.trim_end())
+    } else {
+        write(out, &outcome.to_string())?;
+        write(
+            out,
+            &format!(
+                "wrote {}: result.json, profiles.npy, index.json, report.html",
+                dir.display()
+            ),
+        )
+    }
+}
+
+/// Runs `entropy-lens experiment`.
+pub fn experiment(args: &ExperimentArgs, out: &mut impl Write) -> Result<RunSummary> {
+    let (plan, opts) = args.to_plan()?;
+    let summary = experiments::run(&plan, &opts)?;
+    match &summary.outcome {
+        Some(o) => print_outcome(o, &summary.dir, args.json, out)?,
+        None => {
+            let shard = opts.shard.map(|s| s.to_string()).unwrap_or_default();
+            write(
+                out,
+                &format!(
+                    "shard {shard} done in {} ({} items run, {} already there); join the shards with `entropy-lens merge DIR... --out DIR`",
+                    summary.dir.display(),
+                    summary.ran,
+                    summary.resumed
+                ),
+            )?
+        }
+    }
+    Ok(summary)
+}
+
+/// Runs `entropy-lens merge`.
+pub fn merge(dirs: &[PathBuf], dest: &Path, json: bool, out: &mut impl Write) -> Result<()> {
+    let outcome = experiments::merge(dirs, dest)?;
+    print_outcome(&outcome, dest, json, out)
+}
+
+/// Runs `entropy-lens finish`.
+pub fn finish(dir: &Path, json: bool, out: &mut impl Write) -> Result<()> {
+    let outcome = experiments::finish(dir)?;
+    print_outcome(&outcome, dir, json, out)
+}

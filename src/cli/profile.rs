@@ -1,0 +1,227 @@
+//! `entropy-lens profile`: per-layer lens statistics of prompts and generations.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::progress_bar;
+use crate::error::{Error, Result};
+use crate::lens::StatSpec;
+use crate::model::{load, parse_device, LoadOptions, ModelSource, WeightDType};
+use crate::profile::EntropyProfile;
+use crate::runner::{ProfileRequest, Profiler, Sampling};
+
+impl super::args::ProfileArgs {
+    /// The options these flags ask for.
+    pub fn to_options(&self) -> Result<ProfileOptions> {
+        Ok(ProfileOptions {
+            model: self.model.model.clone(),
+            prompt: self.prompt.clone(),
+            prompts_file: self.prompts.clone(),
+            generate: self.generate,
+            ignore_eos: self.ignore_eos,
+            seed: self.sampling.seed,
+            temperature: self.sampling.temperature.unwrap_or(0.0),
+            sample_top_p: self.sampling.sample_top_p,
+            all_positions: self.all_positions,
+            alphas: self.stats.alphas()?,
+            support_threshold: self
+                .stats
+                .support_threshold
+                .unwrap_or(crate::lens::stats::DEFAULT_SUPPORT_THRESHOLD),
+            top_p: self
+                .stats
+                .top_p
+                .unwrap_or(crate::lens::stats::DEFAULT_TOP_P),
+            top_p_ids: self.top_p_ids,
+            top_k: self.top_k,
+            embed: self.embed,
+            no_bos: self.no_bos,
+            chat: self.sampling.chat,
+            device: self.model.device.clone(),
+            dtype: self.model.dtype()?,
+            skip: self.skip.clone(),
+        })
+    }
+}
+
+/// Everything `entropy-lens profile` accepts.
+#[derive(Clone, Debug, Default)]
+pub struct ProfileOptions {
+    pub model: Option<String>,
+    pub prompt: Option<String>,
+    pub prompts_file: Option<PathBuf>,
+    pub generate: usize,
+    pub ignore_eos: bool,
+    pub seed: u64,
+    pub temperature: f64,
+    pub sample_top_p: Option<f64>,
+    pub all_positions: bool,
+    pub alphas: Vec<f64>,
+    pub support_threshold: f64,
+    pub top_p: f64,
+    pub top_p_ids: bool,
+    pub top_k: usize,
+    pub embed: bool,
+    pub no_bos: bool,
+    pub chat: bool,
+    pub device: String,
+    pub dtype: Option<WeightDType>,
+    pub skip: Vec<usize>,
+}
+
+#[derive(Deserialize)]
+struct PromptLine {
+    prompt: String,
+}
+
+/// Reads a JSON Lines file of `{"prompt": ...}` objects (blank lines are skipped).
+pub fn read_prompts(path: &Path) -> Result<Vec<String>> {
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut prompts = Vec::new();
+    for (i, line) in BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(|e| Error::io(path, e))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let p: PromptLine = serde_json::from_str(&line).map_err(|e| Error::MalformedPrompts {
+            path: path.to_path_buf(),
+            line: i + 1,
+            reason: e.to_string(),
+        })?;
+        prompts.push(p.prompt);
+    }
+    if prompts.is_empty() {
+        return Err(Error::MalformedPrompts {
+            path: path.to_path_buf(),
+            line: 0,
+            reason: "the file holds no prompts".into(),
+        });
+    }
+    Ok(prompts)
+}
+
+/// Runs `entropy-lens profile`: validates everything, loads the model once, and hands each
+/// prompt's profile to `sink` as soon as it is ready.
+pub fn profile(
+    opts: &ProfileOptions,
+    mut sink: impl FnMut(&EntropyProfile) -> Result<()>,
+) -> Result<()> {
+    let spec = StatSpec {
+        alphas: opts.alphas.clone(),
+        support_threshold: opts.support_threshold,
+        top_p: opts.top_p,
+        top_p_ids: opts.top_p_ids,
+        top_k: opts.top_k,
+        top_p_overlap: false,
+    };
+    spec.validate()?;
+    let prompts = match (&opts.prompt, &opts.prompts_file) {
+        (Some(p), None) => vec![p.clone()],
+        (None, Some(f)) => read_prompts(f)?,
+        _ => return Err(Error::invalid("give exactly one of --prompt or --prompts")),
+    };
+    let source = match &opts.model {
+        Some(m) => ModelSource::parse(m)?,
+        None => ModelSource::default_model()?,
+    };
+    let device = parse_device(&opts.device)?;
+    let load_opts = LoadOptions {
+        device,
+        dtype: opts.dtype,
+    };
+    let mut profiler = Profiler::new(load(&source, &load_opts)?, spec)?;
+    if !opts.skip.is_empty() {
+        profiler.model.set_skipped_blocks(&opts.skip)?;
+    }
+    let requests: Vec<ProfileRequest> = prompts
+        .into_iter()
+        .map(|prompt| ProfileRequest {
+            prompt,
+            generate: opts.generate,
+            ignore_eos: opts.ignore_eos,
+            all_positions: opts.all_positions,
+            add_bos: !opts.no_bos,
+            chat: opts.chat,
+            include_embed: opts.embed,
+            sampling: Sampling {
+                temperature: opts.temperature,
+                top_p: opts.sample_top_p,
+                seed: opts.seed,
+            },
+        })
+        .collect();
+    // Fail before any work when a prompt cannot fit the context.
+    for r in &requests {
+        profiler.checked_prompt_ids(r)?;
+    }
+    let bar = progress_bar(
+        requests.len() as u64 * opts.generate.max(1) as u64,
+        "profiling",
+    );
+    for r in &requests {
+        let profile = profiler.run_with_progress(r, Some(&bar))?;
+        if opts.generate == 0 {
+            bar.inc(1);
+        }
+        bar.suspend(|| sink(&profile))?;
+    }
+    bar.finish_and_clear();
+    Ok(())
+}
+
+const SPARK: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+
+/// A terminal view of a profile: one line per measured position with its entropy across layers
+/// as a sparkline (scaled to ln |vocab| ≈ the largest possible entropy seen).
+pub fn render_table(p: &EntropyProfile) -> String {
+    let mut s = String::new();
+    s.push_str(&format!("model  {}  ({} layers)\n", p.model, p.n_layers));
+    s.push_str(&format!("prompt {:?}\n", p.prompt));
+    if !p.generated_ids.is_empty() {
+        s.push_str(&format!("output {:?}\n", p.generated_text));
+    }
+    let max = p
+        .positions
+        .iter()
+        .flat_map(|x| x.shannon.iter().cloned())
+        .fold(1e-9f64, f64::max);
+    s.push_str(&format!(
+        "{:>5}  {:<16} {:<w$}  {:>6} {:>6}  {:>5}\n",
+        "pos",
+        "→ next token",
+        "Shannon entropy by layer (block 1 … L)",
+        "max",
+        "last",
+        "top-p",
+        w = p.n_layers.max(38)
+    ));
+    let all = p.all_ids();
+    for pos in &p.positions {
+        let next = all
+            .get(pos.position + 1)
+            .and_then(|_| p.tokens.get(pos.position + 1))
+            .cloned()
+            .unwrap_or_else(|| "·".into());
+        let spark: String = pos
+            .shannon
+            .iter()
+            .map(|&h| SPARK[((h / max) * 7.0).round().clamp(0.0, 7.0) as usize])
+            .collect();
+        let hmax = pos.shannon.iter().cloned().fold(0.0, f64::max);
+        let last = pos.shannon.last().copied().unwrap_or(0.0);
+        let topp = pos.top_p_count.last().copied().unwrap_or(0);
+        s.push_str(&format!(
+            "{:>5}  {:<16} {:<w$}  {:>6.2} {:>6.2}  {:>5}\n",
+            pos.position,
+            format!("{next:?}").chars().take(16).collect::<String>(),
+            spark,
+            hmax,
+            last,
+            topp,
+            w = p.n_layers.max(38)
+        ));
+    }
+    s
+}
