@@ -2,7 +2,8 @@
 //! headless Chromium (Debian's `chromium`) in its own network namespace, DNS pointed nowhere.
 //!
 //! Needs Chromium, so it is ignored by a plain `cargo test`; `scripts/test.sh` installs Chromium and
-//! runs it. `REPORT_HTML` selects the file (default `reports/01_quickstart.html`).
+//! runs it. `REPORTS_DIR` selects the folder of reports (default `reports/`); every `*.html` in it is
+//! checked.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -55,14 +56,28 @@ fn offline_chromium(profile: &Path, args: &[String]) -> std::process::Output {
 
 #[test]
 #[ignore = "needs Debian's chromium; run by scripts/test.sh"]
-fn report_renders_plotly_charts_offline() {
+fn reports_render_plotly_charts_offline() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let html = std::env::var("REPORT_HTML")
+    let dir = std::env::var("REPORTS_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|_| root.join("reports/01_quickstart.html"));
+        .unwrap_or_else(|_| root.join("reports"));
+    let mut reports: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "html"))
+        .collect();
+    reports.sort();
+    assert!(!reports.is_empty(), "no reports in {}", dir.display());
+    for html in reports {
+        check_report(&html);
+    }
+}
+
+fn check_report(html: &Path) {
     let html = html
         .canonicalize()
         .unwrap_or_else(|_| panic!("{} is missing", html.display()));
+    let quickstart = html.to_string_lossy().contains("01_quickstart");
     let url = format!("file://{}", html.display());
     let tmp = tempfile::tempdir().unwrap();
 
@@ -75,9 +90,10 @@ fn report_renders_plotly_charts_offline() {
         "{}: {charts} chart divs, {plotted} drawn by plotly.js, {main_svg} plotly SVG layers",
         html.display()
     );
+    let want = if quickstart { 8 } else { 2 };
     assert!(
-        charts >= 8,
-        "expected the quickstart's charts, found {charts}"
+        charts >= want,
+        "expected at least {want} charts, found {charts}"
     );
     assert!(
         plotted >= charts,
@@ -87,10 +103,12 @@ fn report_renders_plotly_charts_offline() {
         main_svg >= 2 * charts,
         "too few plotly SVG layers: {main_svg}"
     );
-    assert!(
-        dom.contains("class=\"heatmaplayer") || dom.contains("heatmaplayer"),
-        "no heatmap layer drawn"
-    );
+    if quickstart {
+        assert!(
+            dom.contains("class=\"heatmaplayer") || dom.contains("heatmaplayer"),
+            "no heatmap layer drawn"
+        );
+    }
 
     let shot = tmp.path().join("shot.png");
     offline_chromium(

@@ -220,40 +220,30 @@ fn lines(p: &Path) -> usize {
         .unwrap_or(0)
 }
 
-#[test]
-fn a_killed_run_resumes_to_a_byte_identical_result() {
-    let model = common::smollm2();
-    let tmp = tempfile::tempdir().unwrap();
-    let args = |dir: &Path| -> Vec<String> {
-        [
-            "experiment",
-            "validate",
-            "--model",
-            s(&model),
-            "--n",
-            "8",
-            "--tokens",
-            "6",
-            "--out",
-            s(dir),
-        ]
-        .iter()
-        .map(|x| x.to_string())
-        .collect()
+/// Runs `args` + `--out whole` uninterrupted, then `args` + `--out killed` killed twice with
+/// SIGKILL at random points (plus a torn last line), resumed, and compares the folders.
+fn kill_resume_compare(args: &[&str], tmp: &Path, total: usize) -> PathBuf {
+    let with_out = |dir: &Path| -> Vec<String> {
+        args.iter()
+            .map(|x| x.to_string())
+            .chain(["--out".to_string(), s(dir).to_string()])
+            .collect()
     };
-    let whole = tmp.path().join("whole");
-    ok(&args(&whole).iter().map(String::as_str).collect::<Vec<_>>());
-    let total = lines(&whole.join("records.jsonl"));
-    assert_eq!(total, 24);
+    let whole = tmp.join("whole");
+    ok(&with_out(&whole)
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>());
+    assert_eq!(lines(&whole.join("records.jsonl")), total);
 
-    let killed = tmp.path().join("killed");
+    let killed = tmp.join("killed");
     let mut rng = rand::rng();
     let mut max_ms = 4000u64;
     let mut kills = 0;
     for attempt in 0..12 {
         let delay = rng.random_range(300..max_ms);
         let mut child = Command::new(common::cli())
-            .args(args(&killed))
+            .args(with_out(&killed))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -281,7 +271,10 @@ fn a_killed_run_resumes_to_a_byte_identical_result() {
     let mut bytes = read(&records);
     bytes.extend_from_slice(b"{\"index\":7,\"id\":\"topic002-scien");
     std::fs::write(&records, bytes).unwrap();
-    ok(&args(&killed).iter().map(String::as_str).collect::<Vec<_>>());
+    ok(&with_out(&killed)
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>());
     assert_eq!(
         read(&whole.join("result.json")),
         read(&killed.join("result.json")),
@@ -294,7 +287,27 @@ fn a_killed_run_resumes_to_a_byte_identical_result() {
     );
     let log = std::fs::read_to_string(killed.join("run.log")).unwrap();
     assert!(log.contains("torn"), "{log}");
+    killed
+}
 
+#[test]
+fn a_killed_run_resumes_to_a_byte_identical_result() {
+    let model = common::smollm2();
+    let tmp = tempfile::tempdir().unwrap();
+    let killed = kill_resume_compare(
+        &[
+            "experiment",
+            "validate",
+            "--model",
+            s(&model),
+            "--n",
+            "8",
+            "--tokens",
+            "6",
+        ],
+        tmp.path(),
+        24,
+    );
     // Other arguments into the same folder: refused, naming what differs.
     let err = fails(&[
         "experiment",
@@ -321,6 +334,46 @@ fn a_killed_run_resumes_to_a_byte_identical_result() {
         s(&killed),
     ]);
     assert!(err.contains("different configuration"), "{err}");
+}
+
+#[test]
+fn a_killed_sampled_authors_run_resumes_to_a_byte_identical_result() {
+    // The authors' protocol samples at temperature 1 (seed + item index) and averages over tokens.
+    let model = common::smollm2();
+    let tmp = tempfile::tempdir().unwrap();
+    let killed = kill_resume_compare(
+        &[
+            "experiment",
+            "tasks",
+            "--model",
+            s(&model),
+            "--protocol",
+            "authors",
+            "--n",
+            "4",
+            "--tokens",
+            "3",
+            "--k",
+            "3",
+            "--folds",
+            "2",
+        ],
+        tmp.path(),
+        12,
+    );
+    let cfg = json(&killed.join("config.json"));
+    assert_eq!(cfg["config"]["generation"]["temperature"], 1.0);
+    assert_eq!(cfg["config"]["spec"]["aggregation"], "mean");
+    let index = json(&killed.join("index.json"));
+    assert_eq!(index["layout"]["axes"], serde_json::json!(["layer"]));
+    let records = std::fs::read_to_string(killed.join("records.jsonl")).unwrap();
+    let first: Value = serde_json::from_str(records.lines().next().unwrap()).unwrap();
+    assert!(first["profile"]["prompt"]
+        .as_str()
+        .unwrap()
+        .ends_with("How can the story be continued?\n\n"));
+    assert_eq!(first["profile"]["provenance"]["temperature"], 1.0);
+    assert_eq!(first["profile"]["provenance"]["seed"], 42);
 }
 
 #[test]
@@ -433,6 +486,27 @@ fn shards_merge_to_the_unsharded_result_and_bad_merges_fail() {
         err.contains("different configurations") && err.contains("seed"),
         "{err}"
     );
+    // A shard whose item count was edited: an error, not a panic.
+    let edited = tmp.path().join("edited");
+    std::fs::create_dir_all(&edited).unwrap();
+    for f in ["config.json", "records.jsonl"] {
+        std::fs::copy(shards[2].join(f), edited.join(f)).unwrap();
+    }
+    let cfg = std::fs::read_to_string(edited.join("config.json")).unwrap();
+    std::fs::write(
+        edited.join("config.json"),
+        cfg.replace("\"n_items\": 12", "\"n_items\": 13"),
+    )
+    .unwrap();
+    let err = fails(&[
+        "merge",
+        s(&shards[0]),
+        s(&shards[1]),
+        s(&edited),
+        "--out",
+        s(&tmp.path().join("m5")),
+    ]);
+    assert!(err.contains("different prompt lists"), "{err}");
     // A shard folder resumed as another shard is refused.
     let err = fails(&[
         "experiment",

@@ -63,6 +63,11 @@ pub fn c1_spearman(model: &str, profiles: &[EntropyProfile]) -> Result<C1Result>
         }
     }
     let l = l.ok_or_else(|| Error::Data("no measured positions to validate".into()))?;
+    if l < 2 {
+        return Err(Error::Data(
+            "C1 needs profiles of at least two layers".into(),
+        ));
+    }
     let rows = h.len() / l;
     let h =
         ndarray::Array2::from_shape_vec((rows, l), h).map_err(|e| Error::Data(e.to_string()))?;
@@ -132,8 +137,9 @@ impl C2Accumulator {
             let (prev, cur, both) = (counts[j] as f64, counts[j + 1] as f64, shared[j] as f64);
             if prev == 0.0 || cur == 0.0 || both > prev.min(cur) {
                 return Err(Error::Data(format!(
-                    "inconsistent top-p sets at layer {}: sizes {prev} and {cur}, {both} shared",
-                    j + 1
+                    "inconsistent top-p sets at blocks {} and {} (1-based): sizes {prev} and {cur}, {both} shared",
+                    j + 1,
+                    j + 2
                 )));
             }
             self.current[j] += both / cur;
@@ -243,10 +249,11 @@ pub fn c2_table(results: &[C2Result]) -> Table {
         .max()
         .unwrap_or(0);
     let mut header: Vec<String> = vec!["model".into(), "mean".into()];
-    header.extend((1..=l).map(|i| format!("{i}←{}", i - 1)));
+    // Blocks are numbered 1..L: the first pair is block 2 against block 1.
+    header.extend((2..=l + 1).map(|i| format!("{i}←{}", i - 1)));
     let refs: Vec<&str> = header.iter().map(String::as_str).collect();
     let mut t = Table::new(
-        "C2: fraction of layer i's top-p candidates already in layer i−1's set",
+        "C2: fraction of block i's top-p candidates already in block i−1's set",
         &refs,
     );
     for r in results {
@@ -308,6 +315,6 @@ mod tests {
         assert_eq!(r.jaccard_per_layer, vec![0.2, 0.25]);
         assert_eq!(r.mean_jaccard, 0.225);
         let text = r.to_string();
-        assert!(text.contains("0.625") && text.contains("1←0"));
+        assert!(text.contains("0.625") && text.contains("2←1") && text.contains("3←2"));
     }
 }

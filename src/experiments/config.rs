@@ -228,6 +228,19 @@ impl Plan {
 
     /// The typed, experiment-specific part at this plan's scale and protocol.
     pub fn spec(&self) -> Result<ExperimentSpec> {
+        match (self.kind, self.protocol) {
+            (ExperimentKind::Validate, Protocol::Authors) => {
+                return Err(Error::invalid(
+                    "validate has no authors' protocol: the authors released no code for C1 and C2; use --protocol paper",
+                ))
+            }
+            (ExperimentKind::Formats, Protocol::Authors) => {
+                return Err(Error::invalid(
+                    "formats has no authors' protocol: the authors' generation is the paper's (greedy, 256 tokens, 8 windows), and their released classifier scores accuracy with k = 3/5/7 on unshuffled folds, not Table 3's ROC-AUC (docs/results.md); use --protocol paper",
+                ))
+            }
+            _ => {}
+        }
         let spec = match self.kind {
             ExperimentKind::Validate => {
                 ExperimentSpec::Validate(validate::ValidateSpec::new(self)?)

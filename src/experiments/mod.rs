@@ -342,6 +342,15 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Outcome> {
         .collect::<Result<_>>()?;
     let base = &opened[0].stored;
     for (d, o) in dirs.iter().zip(&opened).skip(1) {
+        if o.stored.n_items != base.n_items || o.stored.items_sha256 != base.items_sha256 {
+            return Err(Error::invalid(format!(
+                "{} and {} hold different prompt lists ({} and {} items); only shards of one run can be merged",
+                first.display(),
+                d.display(),
+                base.n_items,
+                o.stored.n_items
+            )));
+        }
         if o.stored.config_sha256 != base.config_sha256 {
             return Err(Error::invalid(format!(
                 "{} and {} come from different configurations ({}); only shards of one run can be merged",
@@ -388,7 +397,14 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Outcome> {
         shard: None,
         ..base.run.clone()
     };
-    let dest = OutputDir::prepare(out, &base.config, base.n_items, run)?;
+    let dest = OutputDir::prepare_with(
+        out,
+        &base.config,
+        base.n_items,
+        base.items_sha256.clone(),
+        run,
+    )?;
+    let _lock = dest.lock()?;
     dest.write_records(&records)?;
     dest.log(&format!(
         "merged {} items from {}",

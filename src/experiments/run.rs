@@ -126,10 +126,11 @@ pub fn run(plan: &Plan, opts: &RunOptions) -> Result<RunSummary> {
         .out
         .clone()
         .unwrap_or_else(|| default_out_dir(&cfg, opts.shard));
+    let spec = stat_spec(&cfg)?;
     let out = OutputDir::prepare(
         &dir,
         &cfg,
-        all.len(),
+        &all,
         RunContext {
             model: source.describe(),
             data: data.source.clone(),
@@ -137,6 +138,7 @@ pub fn run(plan: &Plan, opts: &RunOptions) -> Result<RunSummary> {
             shard: opts.shard.filter(|s| !s.is_whole()),
         },
     )?;
+    let _lock = out.lock()?;
     let done = out.recover_records()?;
     for r in &done {
         if all[r.index].id != r.id {
@@ -158,7 +160,7 @@ pub fn run(plan: &Plan, opts: &RunOptions) -> Result<RunSummary> {
         .collect();
     let todo: Vec<&WorkItem> = mine.iter().copied().filter(|i| !is_done[i.index]).collect();
 
-    let mut profiler = Profiler::new(loaded, stat_spec(&cfg)?)?;
+    let mut profiler = Profiler::new(loaded, spec)?;
     let requests: Vec<ProfileRequest> = todo.iter().map(|i| request(&cfg, i)).collect();
     for (item, req) in todo.iter().zip(&requests) {
         profiler

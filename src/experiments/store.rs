@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+use sha2::Digest;
 
 use super::config::ExperimentConfig;
 use crate::error::{Error, Result};
@@ -98,7 +99,19 @@ pub struct StoredConfig {
     pub config_sha256: String,
     /// Number of work items of the whole experiment (all shards).
     pub n_items: usize,
+    /// sha256 of the item list (ids, labels, prompts): the same configuration built by another
+    /// version of the prompt builders is told apart.
+    pub items_sha256: String,
     pub run: RunContext,
+}
+
+/// sha256 of the work items as JSON.
+pub fn items_sha256(items: &[WorkItem]) -> Result<String> {
+    let json = serde_json::to_vec(items)?;
+    Ok(sha2::Sha256::digest(&json)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
 }
 
 /// One work item: a prompt with its label.
@@ -163,7 +176,18 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         f.write_all(bytes).map_err(|e| Error::io(&tmp, e))?;
         f.sync_all().map_err(|e| Error::io(&tmp, e))?;
     }
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))?;
+    // Make the rename itself durable (best effort: not every platform opens directories).
+    if let Some(dir) = path.parent() {
+        if let Ok(d) = File::open(if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        }) {
+            let _ = d.sync_all();
+        }
+    }
+    Ok(())
 }
 
 impl OutputDir {
@@ -172,7 +196,18 @@ impl OutputDir {
     pub fn prepare(
         path: &Path,
         config: &ExperimentConfig,
+        items: &[WorkItem],
+        run: RunContext,
+    ) -> Result<Self> {
+        Self::prepare_with(path, config, items.len(), items_sha256(items)?, run)
+    }
+
+    /// As [`OutputDir::prepare`], from the item count and digest.
+    pub fn prepare_with(
+        path: &Path,
+        config: &ExperimentConfig,
         n_items: usize,
+        items_sha256: String,
         run: RunContext,
     ) -> Result<Self> {
         std::fs::create_dir_all(path).map_err(|e| Error::io(path, e))?;
@@ -180,6 +215,7 @@ impl OutputDir {
             config: config.clone(),
             config_sha256: config.sha256()?,
             n_items,
+            items_sha256,
             run,
         };
         let cfg_path = file_in(path, CONFIG_FILE);
@@ -191,6 +227,16 @@ impl OutputDir {
                     "{} holds a run with a different configuration ({}); resume it with its own arguments, or choose another --out",
                     path.display(),
                     diffs.into_iter().take(6).collect::<Vec<_>>().join("; ").replace(" ≠ ", " asked, the folder has ")
+                )));
+            }
+            if existing.stored.n_items != stored.n_items
+                || existing.stored.items_sha256 != stored.items_sha256
+            {
+                return Err(Error::invalid(format!(
+                    "{} holds a run of the same configuration over other prompts ({} items there, {} now): it was written by another version of the prompt builders; choose another --out",
+                    path.display(),
+                    existing.stored.n_items,
+                    stored.n_items
                 )));
             }
             if existing.stored.run.shard != stored.run.shard {
@@ -242,6 +288,16 @@ impl OutputDir {
                 "{}: the configuration does not match its stored sha256 (edited by hand?)",
                 cfg_path.display()
             )));
+        }
+        if let Some(s) = stored.run.shard {
+            if s.count == 0 || s.index == 0 || s.index > s.count {
+                return Err(Error::Data(format!(
+                    "{}: invalid shard {}/{} (edited by hand?)",
+                    cfg_path.display(),
+                    s.index,
+                    s.count
+                )));
+            }
         }
         Ok(Self {
             path: path.to_path_buf(),
@@ -377,6 +433,26 @@ impl OutputDir {
             buf.push(b'\n');
         }
         write_atomic(&self.file(RECORDS_FILE), &buf)
+    }
+
+    /// Takes the folder for this process: a second run (or merge) into the same folder fails
+    /// instead of interleaving records. Released when the guard drops (or the process dies).
+    pub fn lock(&self) -> Result<File> {
+        let path = self.file(".lock");
+        let f = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        match f.try_lock() {
+            Ok(()) => Ok(f),
+            Err(std::fs::TryLockError::WouldBlock) => Err(Error::invalid(format!(
+                "another process is running an experiment in {}; wait for it or use another --out",
+                self.path.display()
+            ))),
+            Err(std::fs::TryLockError::Error(e)) => Err(Error::io(&path, e)),
+        }
     }
 
     /// Appends a timestamped line to `run.log`.

@@ -148,8 +148,11 @@ pub fn finish(cfg: &ExperimentConfig, records: &[Record]) -> Result<(ValidateRes
         let c = r.profile.top_p_matrix()?;
         let dh: Vec<f64> = delta(h.view()).iter().cloned().collect();
         let dc: Vec<f64> = delta(c.view()).iter().cloned().collect();
-        if let Some((rho, _)) = spearman(&dh, &dc)? {
-            per_prompt.push(rho);
+        // Fewer than three pairs (a tiny run): ρ is undefined for this prompt, like a constant input.
+        if dh.len() >= 3 {
+            if let Some((rho, _)) = spearman(&dh, &dc)? {
+                per_prompt.push(rho);
+            }
         }
         dh_all.extend(dh);
         dc_all.extend(dc);
@@ -168,6 +171,12 @@ pub fn finish(cfg: &ExperimentConfig, records: &[Record]) -> Result<(ValidateRes
             n_positions += 1;
         }
         features.push(r, aggregate(h.view(), Aggregation::Concat)?.to_vec())?;
+    }
+    if dh_all.len() < 3 {
+        return Err(Error::invalid(format!(
+            "C1 needs at least 3 (ΔH, Δcount) pairs, the run has {}; generate more tokens or use more topics",
+            dh_all.len()
+        )));
     }
     let pooled = spearman(&dh_all, &dc_all)?;
     let c2 = c2.finish(&cfg.model.name)?;

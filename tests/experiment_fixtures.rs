@@ -1,0 +1,97 @@
+//! scikit-learn on an experiment's `profiles.npy` + `index.json` gives the AUC of its
+//! `result.json`: committed fixtures from the runs of docs/results.md, with scikit-learn's numbers
+//! computed by `tests/golden/experiments/sklearn_check.py` (CI needs no Python).
+
+use std::path::{Path, PathBuf};
+
+use entropy_lens::analysis::{knn_cross_validate, KnnCvConfig, Labels};
+use entropy_lens::data::read_features;
+use entropy_lens::experiments::ProfileIndex;
+use ndarray::{s, Array2};
+use serde_json::Value;
+
+fn fixtures() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/experiments");
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+fn json(p: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+fn ours(x: &Array2<f64>, labels: &Labels, k: usize) -> f64 {
+    let cfg = KnnCvConfig {
+        k,
+        ..KnnCvConfig::default()
+    };
+    knn_cross_validate(x.view(), labels, &cfg).unwrap().auc_mean
+}
+
+#[test]
+fn sklearn_on_profiles_npy_matches_result_json() {
+    let dirs = fixtures();
+    assert!(dirs.len() >= 3, "expected tasks and formats fixtures");
+    let mut checked = 0;
+    for d in dirs {
+        let x = read_features(&d.join("profiles.npy")).unwrap();
+        let index: ProfileIndex = serde_json::from_value(json(&d.join("index.json"))).unwrap();
+        let result = json(&d.join("result.json"));
+        let sk = json(&d.join("sklearn.json"));
+        assert_eq!(x.dim(), (index.n_rows, index.n_features));
+        assert_eq!(index.ids.len(), index.n_rows);
+        let labels = Labels::encode(&index.labels);
+        match result["experiment"].as_str().unwrap() {
+            "tasks" => {
+                let k = result["knn"]["k"].as_u64().unwrap() as usize;
+                let mine = ours(&x, &labels, k);
+                let stored = result["auc_mean"].as_f64().unwrap();
+                let theirs = sk["auc_mean"].as_f64().unwrap();
+                println!(
+                    "{}: result {stored:.4}, recomputed {mine:.4}, scikit-learn {theirs:.4}",
+                    d.display()
+                );
+                assert!(
+                    (mine - stored).abs() < 1e-12,
+                    "result.json is not from profiles.npy"
+                );
+                assert!(
+                    (stored - theirs).abs() < 0.02,
+                    "ours {stored} vs scikit-learn {theirs}"
+                );
+                checked += 1;
+            }
+            "formats" => {
+                let shape = &index.layout.shape;
+                let per = shape[1] * shape[2];
+                for (i, a) in index.layout.alphas.iter().enumerate() {
+                    let xa = x.slice(s![.., i * per..(i + 1) * per]).to_owned();
+                    let k = result["per_alpha"][a]["k"].as_u64().unwrap() as usize;
+                    let mine = ours(&xa, &labels, k);
+                    let stored = result["per_alpha"][a]["auc_mean"].as_f64().unwrap();
+                    let theirs = sk["per_alpha"][a]["auc_mean"].as_f64().unwrap();
+                    println!(
+                        "{} α = {a}: result {stored:.4}, recomputed {mine:.4}, scikit-learn {theirs:.4}",
+                        d.display()
+                    );
+                    assert!(
+                        (mine - stored).abs() < 1e-12,
+                        "result.json is not from profiles.npy"
+                    );
+                    assert!(
+                        (stored - theirs).abs() < 0.02,
+                        "ours {stored} vs scikit-learn {theirs}"
+                    );
+                    checked += 1;
+                }
+            }
+            other => panic!("unexpected fixture {other}"),
+        }
+    }
+    assert!(checked >= 4);
+}
