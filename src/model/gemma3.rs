@@ -116,11 +116,9 @@ impl Config {
         match &self.layer_types {
             Some(types) => types.get(i).is_some_and(|t| t == "full_attention"),
             None => {
-                (i + 1)
-                    % self
+                (i + 1).is_multiple_of(self
                         .sliding_window_pattern
-                        .unwrap_or(SLIDING_WINDOW_PATTERN)
-                    == 0
+                        .unwrap_or(SLIDING_WINDOW_PATTERN))
             }
         }
     }

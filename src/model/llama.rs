@@ -82,13 +82,13 @@ impl Config {
 
     fn validate(&self) -> Result<()> {
         let heads = self.num_attention_heads;
-        if heads == 0 || self.num_kv_heads() == 0 || heads % self.num_kv_heads() != 0 {
+        if heads == 0 || self.num_kv_heads() == 0 || !heads.is_multiple_of(self.num_kv_heads()) {
             return Err(Error::Config(format!(
                 "num_attention_heads {heads} must be a positive multiple of num_key_value_heads {}",
                 self.num_kv_heads()
             )));
         }
-        if self.head_dim() % 2 != 0 {
+        if !self.head_dim().is_multiple_of(2) {
             return Err(Error::Config(format!(
                 "head_dim {} must be even",
                 self.head_dim()

@@ -106,8 +106,8 @@ fn cpu_product(
 fn blocks<T: GgmlType>(data: &[u8]) -> Option<&[T]> {
     let size = std::mem::size_of::<T>();
     if size == 0
-        || data.len() % size != 0
-        || (data.as_ptr() as usize) % std::mem::align_of::<T>() != 0
+        || !data.len().is_multiple_of(size)
+        || !(data.as_ptr() as usize).is_multiple_of(std::mem::align_of::<T>())
     {
         return None;
     }
@@ -197,12 +197,12 @@ impl<T: GgmlType> Decode for ToFloat<T> {
 /// `out[i, j] = x_i · dequant(w_j)` for few activation rows: each weight block is decoded once
 /// and dotted with every row; weight rows in parallel.
 fn row_dot<D: Decode>(data: &[u8], n: usize, k: usize, xs: &[f32], m: usize) -> Option<Vec<f32>> {
-    if k % D::ELEMS != 0 || data.len() != n * (k / D::ELEMS) * D::BYTES {
+    if !k.is_multiple_of(D::ELEMS) || data.len() != n * (k / D::ELEMS) * D::BYTES {
         return None;
     }
     let row_bytes = (k / D::ELEMS) * D::BYTES;
     // Candle's block types (read through `ToFloat`) hold f16 fields: 2-byte alignment.
-    if (data.as_ptr() as usize) % 2 != 0 {
+    if !(data.as_ptr() as usize).is_multiple_of(2) {
         return None;
     }
     let mut t = vec![0f32; n * m];
@@ -287,7 +287,7 @@ impl SendPtr {
 /// `out = x Wᵀ` for many activation rows: tiles of weight rows are dequantized into L2-sized
 /// buffers and multiplied with `gemm`'s micro-kernels; tiles in parallel.
 fn tiled<T: GgmlType>(data: &[u8], n: usize, k: usize, xs: &[f32], m: usize) -> Option<Vec<f32>> {
-    if k % T::BLCK_SIZE != 0 {
+    if !k.is_multiple_of(T::BLCK_SIZE) {
         return None;
     }
     let per_row = k / T::BLCK_SIZE;
