@@ -202,10 +202,85 @@ fn cross_validated_auc_on_real_profiles_close_to_scikit_learn() {
         case["baseline_auc_mean"]
     );
     assert_eq!(r.auc_folds.len(), 10);
+    // The same folds as StratifiedKFold(10, shuffle=True, random_state=42) and the same kNN: the
+    // same AUC, to rounding.
     assert!(
-        (r.auc_mean - theirs).abs() <= 0.02,
+        (r.auc_mean - theirs).abs() <= 1e-12,
         "{} vs {theirs}",
         r.auc_mean
     );
+    assert!((r.auc_std - case["auc_std"].as_f64().unwrap()).abs() <= 1e-12);
     assert!((r.baseline_auc_mean - 0.5).abs() < 0.1);
+}
+
+#[test]
+fn folds_are_scikit_learns_stratified_kfold_with_numpys_shuffle() {
+    use entropy_lens::analysis::crossval::stratified_kfold;
+    use entropy_lens::analysis::numpy_rng::RandomState;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/stats/folds.json");
+    let f: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    for case in f["shuffles"].as_array().unwrap() {
+        let mut rs = RandomState::new(case["seed"].as_u64().unwrap() as u32);
+        let n = case["n"].as_u64().unwrap() as usize;
+        let mut a: Vec<u64> = (0..n as u64).collect();
+        rs.shuffle(&mut a);
+        let want: Vec<u64> = case["first"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect();
+        assert_eq!(
+            a, want,
+            "numpy RandomState({}).shuffle(arange({n}))",
+            case["seed"]
+        );
+        let mut b: Vec<u64> = (0..5).collect();
+        rs.shuffle(&mut b);
+        let want: Vec<u64> = case["then5"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect();
+        assert_eq!(b, want);
+    }
+    let cases = f["stratified_kfold"].as_array().unwrap();
+    assert!(cases.len() >= 10);
+    for case in cases {
+        let y: Vec<String> = case["y"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect();
+        let labels = Labels::encode(&y);
+        let folds = stratified_kfold(
+            &labels.encoded,
+            labels.n_classes(),
+            case["n_splits"].as_u64().unwrap() as usize,
+            case["seed"].as_u64().unwrap(),
+        )
+        .unwrap();
+        let want: Vec<Vec<usize>> = case["test_folds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                f.as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_u64().unwrap() as usize)
+                    .collect()
+            })
+            .collect();
+        assert_eq!(
+            folds,
+            want,
+            "{} samples, {} splits, seed {}",
+            y.len(),
+            case["n_splits"],
+            case["seed"]
+        );
+    }
 }

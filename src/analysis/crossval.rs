@@ -48,9 +48,11 @@ impl Labels {
     }
 }
 
-/// Test-fold indices of a stratified k-fold split: each class is shuffled (seeded) and dealt
-/// round-robin over the folds, continuing the count from class to class so fold sizes differ by
-/// at most one.
+/// Test-fold indices of a stratified k-fold split, exactly scikit-learn's
+/// `StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)`: classes in order of first
+/// appearance, per-fold class counts dealt from the sorted labels, then each class's fold labels
+/// shuffled with numpy's legacy `RandomState(seed)` (shared across classes). Each fold's indices
+/// are ascending. `seed` must fit numpy's 32 bits.
 pub fn stratified_kfold(
     y: &[usize],
     n_classes: usize,
@@ -62,27 +64,54 @@ pub fn stratified_kfold(
             "need at least 2 folds, got {folds}"
         )));
     }
-    let mut by_class: Vec<Vec<usize>> = vec![Vec::new(); n_classes];
-    for (i, &c) in y.iter().enumerate() {
-        by_class[c].push(i);
-    }
-    if let Some((c, members)) = by_class.iter().enumerate().find(|(_, m)| m.len() < folds) {
+    let seed = u32::try_from(seed).map_err(|_| {
+        Error::invalid(format!(
+            "the fold seed must be in 0..=4294967295 (numpy's RandomState), got {seed}"
+        ))
+    })?;
+    let mut counts = vec![0usize; n_classes];
+    y.iter().for_each(|&c| counts[c] += 1);
+    if let Some((c, n)) = counts.iter().enumerate().find(|(_, &n)| n > 0 && n < folds) {
         return Err(Error::Data(format!(
-            "class #{c} has {} members, fewer than the {folds} folds; use fewer folds or more samples",
-            members.len()
+            "class #{c} has {n} members, fewer than the {folds} folds; use fewer folds or more samples"
         )));
     }
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut out = vec![Vec::new(); folds];
-    let mut f = 0;
-    for members in by_class.iter_mut() {
-        members.shuffle(&mut rng);
-        for &i in members.iter() {
-            out[f].push(i);
-            f = (f + 1) % folds;
+    // Classes numbered by first appearance, as scikit-learn encodes them for the split.
+    let mut order: Vec<Option<usize>> = vec![None; n_classes];
+    let mut next = 0;
+    let encoded: Vec<usize> = y
+        .iter()
+        .map(|&c| {
+            *order[c].get_or_insert_with(|| {
+                next += 1;
+                next - 1
+            })
+        })
+        .collect();
+    let k_classes = next;
+    // allocation[f][k]: members of class k in test fold f, from every folds-th sorted label.
+    let mut sorted = encoded.clone();
+    sorted.sort_unstable();
+    let mut allocation = vec![vec![0usize; k_classes]; folds];
+    for (i, &c) in sorted.iter().enumerate() {
+        allocation[i % folds][c] += 1;
+    }
+    let mut rng = super::numpy_rng::RandomState::new(seed);
+    let mut test_fold = vec![0usize; y.len()];
+    for k in 0..k_classes {
+        let mut labels: Vec<usize> = (0..folds)
+            .flat_map(|f| std::iter::repeat_n(f, allocation[f][k]))
+            .collect();
+        rng.shuffle(&mut labels);
+        let members = (0..y.len()).filter(|&i| encoded[i] == k);
+        for (i, f) in members.zip(labels) {
+            test_fold[i] = f;
         }
     }
-    out.iter_mut().for_each(|v| v.sort_unstable());
+    let mut out = vec![Vec::new(); folds];
+    for (i, &f) in test_fold.iter().enumerate() {
+        out[f].push(i);
+    }
     Ok(out)
 }
 

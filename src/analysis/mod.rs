@@ -4,6 +4,7 @@
 pub mod crossval;
 pub mod knn;
 pub mod metrics;
+pub mod numpy_rng;
 pub mod projection;
 pub mod report;
 pub mod validation;
