@@ -7,6 +7,10 @@
 //! the same length) and writes the concatenated Shannon profiles (TOKENS × 30 features) and the
 //! task labels to `tests/golden/stats/tinystories_smollm2_{features.csv,labels.txt}`.
 //! `tests/golden/make_stats.py` then computes scikit-learn's cross-validated AUC on them.
+//!
+//! The committed CSV was made with the prompt builder of commit 8b498ee (a different story per
+//! prompt); `task_prompts` now asks each story all three tasks, so a rerun gives other prompts (and
+//! needs make_stats.py rerun with it). For the paper's experiment use `entropy-lens experiment tasks`.
 
 use std::path::Path;
 

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Executes notebooks headless with the evcxr kernel and writes executed notebooks and standalone
-# HTML into reports/.  Usage: scripts/reports.sh [smoke|paper] [notebooks/NAME.ipynb ...]
-# At smoke scale the executed notebook also replaces notebooks/NAME.ipynb (so GitHub shows outputs);
-# REPORTS_DIR overrides the output folder (CI executes into a scratch folder).
-# Needs scripts/setup-notebooks.sh first. A cell error fails the run (nbconvert exits nonzero).
+# Executes notebooks headless with the evcxr kernel; writes their standalone HTML reports (plotly.js
+# embedded once each) to reports/ and, at smoke scale, the executed notebooks without plotly.js to
+# notebooks/ (GitHub shows their outputs and SVG sketches; a re-run is interactive).
+#   Usage: scripts/reports.sh [smoke|paper] [notebooks/NAME.ipynb ...]
+# REPORTS_DIR overrides the output folder (CI executes into a scratch folder; the stripped notebooks
+# then go there too). Experiment notebooks write their runs under runs/notebooks/, which is cleared
+# first so every execution starts from scratch. Needs scripts/setup-notebooks.sh first. A cell error
+# fails the run (nbconvert exits nonzero).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SCALE="${1:-smoke}"
@@ -13,14 +16,18 @@ export PATH="$NB/jupyter/bin:$NB/evcxr/bin:$PATH" JUPYTER_PATH="$NB/jupyter/shar
 export ENTROPY_LENS_SCALE="$SCALE"
 OUT="${REPORTS_DIR:-reports}"
 mkdir -p "$OUT"
+SCRATCH="$(mktemp -d)"
+trap 'rm -rf "$SCRATCH"' EXIT
 if [ $# -gt 0 ]; then notebooks=("$@"); else notebooks=(notebooks/*.ipynb); fi
 for nb in "${notebooks[@]}"; do
   name="$(basename "$nb" .ipynb)"
   echo "==> $nb ($SCALE scale)"
+  rm -rf "runs/notebooks/$name"
   start=$(date +%s)
   jupyter nbconvert --to notebook --execute --ExecutePreprocessor.kernel_name=rust \
-    --ExecutePreprocessor.timeout=5400 --output-dir "$OUT" --output "$name.ipynb" "$nb"
-  jupyter nbconvert --to html --output-dir "$OUT" --output "$name.html" "$OUT/$name.ipynb"
-  echo "    executed in $(( $(date +%s) - start )) s -> $OUT/$name.ipynb, $OUT/$name.html"
-  if [ "$SCALE" = smoke ] && [ "$OUT" = reports ]; then cp "$OUT/$name.ipynb" "$nb"; fi
+    --ExecutePreprocessor.timeout=5400 --output-dir "$SCRATCH" --output "$name.ipynb" "$nb"
+  jupyter nbconvert --to html --output-dir "$OUT" --output "$name.html" "$SCRATCH/$name.ipynb"
+  if [ "$SCALE" = smoke ] && [ "$OUT" = reports ]; then dest="$nb"; else dest="$OUT/$name.ipynb"; fi
+  python3 scripts/strip-plotly.py "$SCRATCH/$name.ipynb" "$dest"
+  echo "    executed in $(( $(date +%s) - start )) s -> $OUT/$name.html, $dest"
 done

@@ -19,13 +19,16 @@ cargo test --release
 
 step "notebook tool chain: Jupyter + evcxr_jupyter 0.22.0 (cached under ~/.cache/entropy-lens; ~12 min the first time)"
 ./scripts/setup-notebooks.sh
-step "execute notebooks/01_quickstart.ipynb headless with the evcxr kernel at smoke scale (any cell error fails)"
-REPORTS_DIR="$CARGO_TARGET_DIR/ci-reports" ./scripts/reports.sh smoke notebooks/01_quickstart.ipynb
-step "browser: the committed report and the fresh one render their Plotly charts offline (headless Chromium)"
+step "execute every notebook headless with the evcxr kernel at smoke scale (any cell error fails)"
+CI_REPORTS="$CARGO_TARGET_DIR/ci-reports"
+rm -rf "$CI_REPORTS"
+REPORTS_DIR="$CI_REPORTS" ./scripts/reports.sh smoke
+NOTEBOOKS_DIR="$CI_REPORTS" REPORTS_DIR="$CI_REPORTS" cargo test --release --test notebooks
+step "browser: the committed reports and the fresh ones render their Plotly charts offline (headless Chromium)"
 if ! command -v chromium >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" != 0 ] && SUDO=sudo
   $SUDO apt-get install -y -q chromium >/dev/null 2>&1 \
     || { $SUDO apt-get update -q >/dev/null && $SUDO apt-get install -y -q chromium >/dev/null; }
 fi
-REPORT_HTML=reports/01_quickstart.html cargo test --release --test browser -- --ignored
-REPORT_HTML="$CARGO_TARGET_DIR/ci-reports/01_quickstart.html" cargo test --release --test browser -- --ignored
+cargo test --release --test browser -- --ignored
+REPORTS_DIR="$CI_REPORTS" cargo test --release --test browser -- --ignored
