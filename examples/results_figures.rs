@@ -18,7 +18,11 @@ fn main() -> entropy_lens::Result<()> {
         .collect();
     runs.sort();
     for run in runs {
-        let name = run.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let name = run
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
         let outcome = Outcome::load(&run)?;
         for (i, chart) in outcome.charts()?.iter().enumerate() {
             let path = figures.join(format!("{name}-{}.svg", i + 1));

@@ -115,11 +115,10 @@ impl Config {
     pub fn is_global(&self, i: usize) -> bool {
         match &self.layer_types {
             Some(types) => types.get(i).is_some_and(|t| t == "full_attention"),
-            None => {
-                (i + 1).is_multiple_of(self
-                        .sliding_window_pattern
-                        .unwrap_or(SLIDING_WINDOW_PATTERN))
-            }
+            None => (i + 1).is_multiple_of(
+                self.sliding_window_pattern
+                    .unwrap_or(SLIDING_WINDOW_PATTERN),
+            ),
         }
     }
 
