@@ -89,18 +89,20 @@ pub fn stratified_kfold(
         })
         .collect();
     let k_classes = next;
-    // allocation[f][k]: members of class k in test fold f, from every folds-th sorted label.
+    // per_class[k][f]: members of class k in test fold f, from every folds-th sorted label.
     let mut sorted = encoded.clone();
     sorted.sort_unstable();
-    let mut allocation = vec![vec![0usize; k_classes]; folds];
+    let mut per_class = vec![vec![0usize; folds]; k_classes];
     for (i, &c) in sorted.iter().enumerate() {
-        allocation[i % folds][c] += 1;
+        per_class[c][i % folds] += 1;
     }
     let mut rng = super::numpy_rng::RandomState::new(seed);
     let mut test_fold = vec![0usize; y.len()];
-    for k in 0..k_classes {
-        let mut labels: Vec<usize> = (0..folds)
-            .flat_map(|f| std::iter::repeat_n(f, allocation[f][k]))
+    for (k, per_fold) in per_class.iter().enumerate() {
+        let mut labels: Vec<usize> = per_fold
+            .iter()
+            .enumerate()
+            .flat_map(|(f, &n)| std::iter::repeat_n(f, n))
             .collect();
         rng.shuffle(&mut labels);
         let members = (0..y.len()).filter(|&i| encoded[i] == k);
