@@ -219,3 +219,17 @@ pub fn labels_for(features: &Features) -> Labels {
 pub fn pct(x: f64) -> String {
     crate::analysis::report::fmt_pct(x)
 }
+
+/// `greedy` / `sampled at T = 1`, plus `, chat template` when prompts were wrapped in it.
+pub fn generation_label(cfg: &ExperimentConfig) -> String {
+    let g = &cfg.generation;
+    let mut s = if g.temperature > 0.0 {
+        format!("sampled at T = {}", g.temperature)
+    } else {
+        "greedy".to_string()
+    };
+    if g.chat {
+        s.push_str(", chat template");
+    }
+    s
+}

@@ -116,6 +116,10 @@ pub struct Similarity {
 pub struct FormatsResult {
     pub experiment: String,
     pub model: String,
+    /// How the tokens were generated: `greedy` or `sampled at T = …`, with or without the chat
+    /// template (a run's other settings are in its config.json).
+    #[serde(default)]
+    pub generation: String,
     pub n_samples: usize,
     pub n_classes: usize,
     pub classes: Vec<String>,
@@ -203,6 +207,7 @@ pub fn finish(
     let result = FormatsResult {
         experiment: "formats".into(),
         model: cfg.model.name.clone(),
+        generation: super::common::generation_label(cfg),
         n_samples: n,
         n_classes: labels.n_classes(),
         classes: labels.classes.clone(),
@@ -232,8 +237,8 @@ impl FormatsResult {
                     format!("{} ± {}", pct(s.auc_mean), pct(s.auc_std)),
                     format!("{} ± {}", pct(s.baseline_auc_mean), pct(s.baseline_auc_std)),
                     format!(
-                        "ours: {} prompts, {} tokens, {} windows",
-                        r.n_samples, r.tokens, r.windows
+                        "ours: {} prompts, {} tokens {}, {} windows",
+                        r.n_samples, r.tokens, r.generation, r.windows
                     ),
                 ]);
             }

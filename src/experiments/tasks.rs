@@ -137,6 +137,10 @@ impl LayerSubsets {
 pub struct TasksResult {
     pub experiment: String,
     pub model: String,
+    /// How the tokens were generated: `greedy` or `sampled at T = …`, with or without the chat
+    /// template (a run's other settings are in its config.json).
+    #[serde(default)]
+    pub generation: String,
     pub n_samples: usize,
     pub n_features: usize,
     pub n_classes: usize,
@@ -243,6 +247,7 @@ pub fn finish(
     let result = TasksResult {
         experiment: "tasks".into(),
         model: cfg.model.name.clone(),
+        generation: super::common::generation_label(cfg),
         n_samples: knn.n_samples,
         n_features: knn.n_features,
         n_classes: knn.n_classes,
@@ -283,9 +288,10 @@ impl TasksResult {
                 format!("{} ± {}", pct(r.auc_mean), pct(r.auc_std)),
                 format!("{} ± {}", pct(r.baseline_auc_mean), pct(r.baseline_auc_std)),
                 format!(
-                    "ours: {} prompts, {} tokens, {}",
+                    "ours: {} prompts, {} tokens {}, {}",
                     r.n_samples,
                     r.tokens,
+                    r.generation,
                     aggregation_name(r.aggregation)
                 ),
             ]);
@@ -300,7 +306,13 @@ impl TasksResult {
             ]);
         }
         let mut header = vec!["blocks".to_string()];
-        header.extend(results.iter().map(|r| r.model.clone()));
+        header.extend(results.iter().map(|r| {
+            if r.generation.contains("chat") {
+                format!("{} (chat template)", r.model)
+            } else {
+                r.model.clone()
+            }
+        }));
         header.push("paper (Gemma-2-2B-it)".into());
         let refs: Vec<&str> = header.iter().map(String::as_str).collect();
         let k = results

@@ -97,6 +97,10 @@ pub struct C2Block {
 pub struct ValidateResult {
     pub experiment: String,
     pub model: String,
+    /// How the tokens were generated: `greedy` or `sampled at T = …`, with or without the chat
+    /// template (a run's other settings are in its config.json).
+    #[serde(default)]
+    pub generation: String,
     pub n_layers: usize,
     pub n_prompts: usize,
     /// Measured positions over all prompts.
@@ -193,6 +197,7 @@ pub fn finish(cfg: &ExperimentConfig, records: &[Record]) -> Result<(ValidateRes
     let result = ValidateResult {
         experiment: "validate".into(),
         model: cfg.model.name.clone(),
+        generation: super::common::generation_label(cfg),
         n_layers: l,
         n_prompts: records.len(),
         n_positions,
@@ -242,7 +247,10 @@ impl ValidateResult {
                     opt(r.c1_per_prompt_std, 3)
                 ),
                 format!("{:.3}", r.c2_mean),
-                format!("ours: {} prompts, {} positions", r.n_prompts, r.n_positions),
+                format!(
+                    "ours: {} prompts, {} positions, {}",
+                    r.n_prompts, r.n_positions, r.generation
+                ),
             ]);
         }
         for (m, rho) in paper::TABLE1_C1 {
