@@ -26,12 +26,23 @@ fn json(p: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
 }
 
-fn ours(x: &Array2<f64>, labels: &Labels, k: usize) -> f64 {
+/// Recomputes the kNN AUC of `x` and checks it against result.json's and scikit-learn's.
+fn check(what: &str, x: &Array2<f64>, labels: &Labels, k: usize, stored: &Value, theirs: &Value) {
     let cfg = KnnCvConfig {
         k,
         ..KnnCvConfig::default()
     };
-    knn_cross_validate(x.view(), labels, &cfg).unwrap().auc_mean
+    let mine = knn_cross_validate(x.view(), labels, &cfg).unwrap().auc_mean;
+    let (stored, theirs) = (stored.as_f64().unwrap(), theirs.as_f64().unwrap());
+    println!("{what}: result {stored:.4}, recomputed {mine:.4}, scikit-learn {theirs:.4}");
+    assert!(
+        (mine - stored).abs() < 1e-12,
+        "{what}: result.json is not from profiles.npy"
+    );
+    assert!(
+        (stored - theirs).abs() < 1e-9,
+        "{what}: ours {stored} vs scikit-learn {theirs}"
+    );
 }
 
 #[test]
@@ -47,24 +58,11 @@ fn sklearn_on_profiles_npy_matches_result_json() {
         assert_eq!(x.dim(), (index.n_rows, index.n_features));
         assert_eq!(index.ids.len(), index.n_rows);
         let labels = Labels::encode(&index.labels);
+        let name = d.display().to_string();
         match result["experiment"].as_str().unwrap() {
             "tasks" => {
                 let k = result["knn"]["k"].as_u64().unwrap() as usize;
-                let mine = ours(&x, &labels, k);
-                let stored = result["auc_mean"].as_f64().unwrap();
-                let theirs = sk["auc_mean"].as_f64().unwrap();
-                println!(
-                    "{}: result {stored:.4}, recomputed {mine:.4}, scikit-learn {theirs:.4}",
-                    d.display()
-                );
-                assert!(
-                    (mine - stored).abs() < 1e-12,
-                    "result.json is not from profiles.npy"
-                );
-                assert!(
-                    (stored - theirs).abs() < 0.02,
-                    "ours {stored} vs scikit-learn {theirs}"
-                );
+                check(&name, &x, &labels, k, &result["auc_mean"], &sk["auc_mean"]);
                 checked += 1;
             }
             "formats" => {
@@ -72,21 +70,16 @@ fn sklearn_on_profiles_npy_matches_result_json() {
                 let per = shape[1] * shape[2];
                 for (i, a) in index.layout.alphas.iter().enumerate() {
                     let xa = x.slice(s![.., i * per..(i + 1) * per]).to_owned();
-                    let k = result["per_alpha"][a]["k"].as_u64().unwrap() as usize;
-                    let mine = ours(&xa, &labels, k);
-                    let stored = result["per_alpha"][a]["auc_mean"].as_f64().unwrap();
-                    let theirs = sk["per_alpha"][a]["auc_mean"].as_f64().unwrap();
-                    println!(
-                        "{} α = {a}: result {stored:.4}, recomputed {mine:.4}, scikit-learn {theirs:.4}",
-                        d.display()
-                    );
-                    assert!(
-                        (mine - stored).abs() < 1e-12,
-                        "result.json is not from profiles.npy"
-                    );
-                    assert!(
-                        (stored - theirs).abs() < 0.02,
-                        "ours {stored} vs scikit-learn {theirs}"
+                    let r = &result["per_alpha"][a];
+                    let k = r["k"].as_u64().unwrap() as usize;
+                    let what = format!("{name} α = {a}");
+                    check(
+                        &what,
+                        &xa,
+                        &labels,
+                        k,
+                        &r["auc_mean"],
+                        &sk["per_alpha"][a]["auc_mean"],
                     );
                     checked += 1;
                 }
