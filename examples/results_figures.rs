@@ -8,7 +8,10 @@ use std::path::Path;
 use entropy_lens::experiments::Outcome;
 
 fn main() -> entropy_lens::Result<()> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/results");
+    let root = std::path::PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("run through cargo"),
+    )
+    .join("docs/results");
     let figures = root.join("figures");
     std::fs::create_dir_all(&figures).map_err(|e| entropy_lens::Error::io(&figures, e))?;
     let mut runs: Vec<_> = std::fs::read_dir(&root)

@@ -31,7 +31,9 @@ fn main() -> entropy_lens::Result<()> {
         .collect();
     let per_task = args.first().copied().unwrap_or(100);
     let tokens = args.get(1).copied().unwrap_or(8);
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = std::path::PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("run through cargo"),
+    );
     let stories = load_stories(&root.join("../shared/data/tinystories/valid.jsonl"))?;
     let prompts = task_prompts(&stories, per_task, 42)?;
     let model = fetch::fetch_model(&fetch::SMOLLM2)?;

@@ -13,7 +13,8 @@ fn run(args: &[&str]) -> Output {
 }
 
 fn stats_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/stats")
+    std::path::PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("run through cargo"))
+        .join("tests/golden/stats")
 }
 
 fn fails(args: &[&str]) -> String {

@@ -17,9 +17,10 @@ const NOTEBOOKS: [&str; 4] = [
 ];
 
 fn dir(var: &str, default: &str) -> PathBuf {
-    std::env::var(var)
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join(default))
+    std::env::var(var).map(PathBuf::from).unwrap_or_else(|_| {
+        std::path::PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("run through cargo"))
+            .join(default)
+    })
 }
 
 /// Names to check: all of them, or those listed in `NOTEBOOKS` (comma-separated).

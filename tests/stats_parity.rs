@@ -15,7 +15,10 @@ use ndarray::Array2;
 use serde_json::Value;
 
 fn fixtures() -> Value {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/stats/sklearn.json");
+    let p = std::path::PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("run through cargo"),
+    )
+    .join("tests/golden/stats/sklearn.json");
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
 }
 
@@ -191,7 +194,10 @@ fn cross_validated_auc_on_real_profiles_close_to_scikit_learn() {
     let f = fixtures();
     let case = &f["cv"];
     assert!(!case.is_null(), "make_stats.py found no features file");
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/stats");
+    let dir = std::path::PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("run through cargo"),
+    )
+    .join("tests/golden/stats");
     let x = read_features(&dir.join("tinystories_smollm2_features.csv")).unwrap();
     let labels = Labels::encode(&read_labels(&dir.join("tinystories_smollm2_labels.txt")).unwrap());
     let cfg = KnnCvConfig::default();
@@ -217,7 +223,10 @@ fn cross_validated_auc_on_real_profiles_close_to_scikit_learn() {
 fn folds_are_scikit_learns_stratified_kfold_with_numpys_shuffle() {
     use entropy_lens::analysis::crossval::stratified_kfold;
     use entropy_lens::analysis::numpy_rng::RandomState;
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/stats/folds.json");
+    let path = std::path::PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("run through cargo"),
+    )
+    .join("tests/golden/stats/folds.json");
     let f: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     for case in f["shuffles"].as_array().unwrap() {
         let mut rs = RandomState::new(case["seed"].as_u64().unwrap() as u32);

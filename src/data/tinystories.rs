@@ -425,8 +425,10 @@ mod tests {
 
     #[test]
     fn loads_the_tinystories_sample_and_text_files() {
-        let path =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("data/tinystories_valid_sample.jsonl");
+        let path = std::path::PathBuf::from(
+            std::env::var_os("CARGO_MANIFEST_DIR").expect("run through cargo"),
+        )
+        .join("data/tinystories_valid_sample.jsonl");
         let stories = load_stories(&path).unwrap();
         assert_eq!(stories.len(), 60);
         assert!(stories[0].starts_with("Spot. Spot saw the shiny car"));
