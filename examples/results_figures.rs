@@ -3,8 +3,6 @@
 //!
 //! `cargo run --release --example results_figures`
 
-use std::path::Path;
-
 use entropy_lens::experiments::Outcome;
 
 fn main() -> entropy_lens::Result<()> {

@@ -12,8 +12,6 @@
 //! prompt); `task_prompts` now asks each story all three tasks, so a rerun gives other prompts (and
 //! needs make_stats.py rerun with it). For the paper's experiment use `entropy-lens experiment tasks`.
 
-use std::path::Path;
-
 use entropy_lens::cli::progress_bar;
 use entropy_lens::data::tinystories::{load_stories, task_prompts};
 use entropy_lens::data::write_csv;

@@ -57,9 +57,7 @@ fn offline_chromium(profile: &Path, args: &[String]) -> std::process::Output {
 #[test]
 #[ignore = "needs Debian's chromium; run by scripts/test.sh"]
 fn reports_render_plotly_charts_offline() {
-    let root = std::path::PathBuf::from(
-        std::env::var_os("CARGO_MANIFEST_DIR").expect("run through cargo"),
-    );
+    let root = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("run through cargo"));
     let dir = std::env::var("REPORTS_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|_| root.join("reports"));

@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use serde_json::Value;
@@ -13,7 +13,7 @@ fn run(args: &[&str]) -> Output {
 }
 
 fn stats_dir() -> PathBuf {
-    std::path::PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("run through cargo"))
+    PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("run through cargo"))
         .join("tests/golden/stats")
 }
 

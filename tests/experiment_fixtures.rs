@@ -12,10 +12,8 @@ use ndarray::{s, Array2};
 use serde_json::Value;
 
 fn fixtures() -> Vec<PathBuf> {
-    let root = std::path::PathBuf::from(
-        std::env::var_os("CARGO_MANIFEST_DIR").expect("run through cargo"),
-    )
-    .join("tests/golden/experiments");
+    let root = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("run through cargo"))
+        .join("tests/golden/experiments");
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
         .unwrap()
         .filter_map(|e| e.ok().map(|e| e.path()))

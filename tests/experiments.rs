@@ -543,10 +543,8 @@ fn shards_merge_to_the_unsharded_result_and_bad_merges_fail() {
 #[test]
 fn prompt_builders_on_the_real_tinystories_data() {
     use entropy_lens::data::tinystories::{load_stories, task_prompts, TaskType};
-    let path = std::path::PathBuf::from(
-        std::env::var_os("CARGO_MANIFEST_DIR").expect("run through cargo"),
-    )
-    .join("../shared/data/tinystories/valid.jsonl");
+    let path = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("run through cargo"))
+        .join("../shared/data/tinystories/valid.jsonl");
     if !path.exists() {
         eprintln!("skipped: {} not found", path.display());
         return;

@@ -5,7 +5,7 @@
 //! does so after executing the notebooks headless); by default the committed `notebooks/` and
 //! `reports/` are checked.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::Value;
 
@@ -18,7 +18,7 @@ const NOTEBOOKS: [&str; 4] = [
 
 fn dir(var: &str, default: &str) -> PathBuf {
     std::env::var(var).map(PathBuf::from).unwrap_or_else(|_| {
-        std::path::PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("run through cargo"))
+        PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("run through cargo"))
             .join(default)
     })
 }

@@ -1,8 +1,6 @@
 //! The statistics against scikit-learn / scipy fixtures (`tests/golden/stats/sklearn.json`,
 //! produced by `tests/golden/make_stats.py`).
 
-use std::path::Path;
-
 use entropy_lens::analysis::metrics::{
     f1_macro, paired_t_test, roc_auc_binary, roc_auc_ovr_macro, spearman,
 };

@@ -35,11 +35,9 @@ pub fn golden(model_file: &Path) -> Value {
         .into_owned();
     // The checkout is read at run time, not with env!(): builds are cached outside the repo and
     // cargo reuses a test binary compiled in another clone, whose path it would carry.
-    let path = std::path::PathBuf::from(
-        std::env::var_os("CARGO_MANIFEST_DIR").expect("run through cargo"),
-    )
-    .join("tests/golden")
-    .join(format!("{stem}.json"));
+    let path = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("run through cargo"))
+        .join("tests/golden")
+        .join(format!("{stem}.json"));
     serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
 }
 
