@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The runs behind docs/results.md, on the two offline models, CPU. Resumable: rerun after a kill and
 # it continues where it stopped. Usage: scripts/results.sh [RUNS_DIR] (default runs/results).
-# Needs ../shared/data/tinystories/valid.jsonl (or TINYSTORIES=path). About 3 h on a 2-core CPU.
+# Needs ../shared/data/tinystories/valid.jsonl (or TINYSTORIES=path). About 4 h on a 2-core CPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-runs/results}"
