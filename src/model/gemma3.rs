@@ -2,14 +2,11 @@
 //! attention and MLP, q/k norms, interleaved local sliding-window and global layers with their own
 //! RoPE bases, GELU-tanh MLP, optional final logit soft-capping.
 
-use candle_core::{DType, Device, Tensor};
 use serde::{Deserialize, Serialize};
 
 use super::config::{EosTokenIds, GgufMetadata, RopeScalingConfig};
-use super::layers::RopeScaling;
-use super::layers::{attention, attention_mask, gelu_tanh, soft_cap, KvCache, RmsNorm, Rotary};
-use super::weights::{Embedding, Linear, Weights};
-use super::{Family, Observer};
+use super::decoder::{Activation, AttentionKind, DecoderSpec, NormLayout, NormWeight};
+use super::layers::{RopeScaling, Rotary};
 use crate::error::{Error, Result};
 
 /// Every `SLIDING_WINDOW_PATTERN`-th layer is global; the others are local (sliding window).
@@ -142,253 +139,51 @@ impl Config {
     }
 }
 
-struct Attention {
-    q_proj: Linear,
-    k_proj: Linear,
-    v_proj: Linear,
-    o_proj: Linear,
-    q_norm: RmsNorm,
-    k_norm: RmsNorm,
-    n_heads: usize,
-    n_kv_heads: usize,
-    head_dim: usize,
-    scale: f64,
-    is_global: bool,
-    cache: KvCache,
-}
-
-impl Attention {
-    fn new(cfg: &Config, w: &Weights, is_global: bool) -> Result<Self> {
-        let eps = cfg.rms_norm_eps;
-        Ok(Self {
-            q_proj: w.linear("q_proj")?,
-            k_proj: w.linear("k_proj")?,
-            v_proj: w.linear("v_proj")?,
-            o_proj: w.linear("o_proj")?,
-            q_norm: RmsNorm::new(w.gemma_norm_scale("q_norm.weight")?, eps),
-            k_norm: RmsNorm::new(w.gemma_norm_scale("k_norm.weight")?, eps),
-            n_heads: cfg.num_attention_heads,
-            n_kv_heads: cfg.num_key_value_heads,
-            head_dim: cfg.head_dim,
-            scale: cfg.query_pre_attn_scalar.powf(-0.5),
-            is_global,
-            cache: KvCache::default(),
-        })
-    }
-
-    /// # Shapes
-    /// `x`: [b, s, d] → [b, s, d]
-    fn forward(&mut self, x: &Tensor, step: &Step) -> candle_core::Result<Tensor> {
-        let (b, s, _) = x.dims3()?;
-        let heads = |t: Tensor, n: usize| t.reshape((b, s, n, self.head_dim))?.transpose(1, 2);
-        let q = self
-            .q_norm
-            .forward(&heads(self.q_proj.forward(x)?, self.n_heads)?)?;
-        let k = self
-            .k_norm
-            .forward(&heads(self.k_proj.forward(x)?, self.n_kv_heads)?)?;
-        let v = heads(self.v_proj.forward(x)?, self.n_kv_heads)?;
-        let rope = if self.is_global {
-            &step.global
-        } else {
-            &step.local
-        };
-        let q = rope.rotary.apply(&q, &rope.cos, &rope.sin)?;
-        let k = rope.rotary.apply(&k, &rope.cos, &rope.sin)?;
-        let (k, v) = self.cache.append(&k, &v)?;
-        let y = attention(&q, &k, &v, rope.mask.as_ref(), self.scale)?;
-        let y = y
-            .transpose(1, 2)?
-            .reshape((b, s, self.n_heads * self.head_dim))?;
-        self.o_proj.forward(&y)
-    }
-}
-
-struct Mlp {
-    gate_proj: Linear,
-    up_proj: Linear,
-    down_proj: Linear,
-}
-
-impl Mlp {
-    fn new(w: &Weights) -> Result<Self> {
-        Ok(Self {
-            gate_proj: w.linear("gate_proj")?,
-            up_proj: w.linear("up_proj")?,
-            down_proj: w.linear("down_proj")?,
-        })
-    }
-
-    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        let gate = gelu_tanh(&self.gate_proj.forward(x)?)?;
-        self.down_proj.forward(&(gate * self.up_proj.forward(x)?)?)
-    }
-}
-
-struct Block {
-    input_layernorm: RmsNorm,
-    self_attn: Attention,
-    post_attention_layernorm: RmsNorm,
-    pre_feedforward_layernorm: RmsNorm,
-    mlp: Mlp,
-    post_feedforward_layernorm: RmsNorm,
-}
-
-impl Block {
-    fn new(cfg: &Config, w: &Weights, is_global: bool) -> Result<Self> {
-        let norm = |name: &str| -> Result<RmsNorm> {
-            Ok(RmsNorm::new(
-                w.gemma_norm_scale(&format!("{name}.weight"))?,
-                cfg.rms_norm_eps,
-            ))
-        };
-        Ok(Self {
-            input_layernorm: norm("input_layernorm")?,
-            self_attn: Attention::new(cfg, &w.pp("self_attn"), is_global)?,
-            post_attention_layernorm: norm("post_attention_layernorm")?,
-            pre_feedforward_layernorm: norm("pre_feedforward_layernorm")?,
-            mlp: Mlp::new(&w.pp("mlp"))?,
-            post_feedforward_layernorm: norm("post_feedforward_layernorm")?,
-        })
-    }
-
-    fn forward(&mut self, x: &Tensor, step: &Step) -> candle_core::Result<Tensor> {
-        let a = self
-            .self_attn
-            .forward(&self.input_layernorm.forward(x)?, step)?;
-        let h = (x + self.post_attention_layernorm.forward(&a)?)?;
-        let m = self
-            .mlp
-            .forward(&self.pre_feedforward_layernorm.forward(&h)?)?;
-        &h + self.post_feedforward_layernorm.forward(&m)?
-    }
-}
-
-struct RopeStep {
-    rotary: Rotary,
-    cos: Tensor,
-    sin: Tensor,
-    mask: Option<Tensor>,
-}
-
-/// Per-forward tables: one set for global layers, one for local (sliding-window) layers.
-struct Step {
-    global: RopeStep,
-    local: RopeStep,
-}
-
-pub struct Gemma3 {
-    embed_tokens: Embedding,
-    embed_scale: f64,
-    layers: Vec<Block>,
-    norm: RmsNorm,
-    lm_head: Linear,
-    global_rotary: Rotary,
-    local_rotary: Rotary,
-    device: Device,
-    dtype: DType,
-    cfg: Config,
-}
-
-impl Gemma3 {
-    pub fn new(cfg: &Config, w: &Weights) -> Result<Self> {
-        cfg.validate()?;
-        let m = w.pp("model");
-        let embed_tokens = m.embedding("embed_tokens")?;
-        let lm_head = if cfg.tie_word_embeddings || !w.contains("lm_head.weight") {
-            embed_tokens.as_linear()
-        } else {
-            w.linear("lm_head")?
-        };
-        let layers = (0..cfg.num_hidden_layers)
-            .map(|i| Block::new(cfg, &m.pp(format!("layers.{i}")), cfg.is_global(i)))
-            .collect::<Result<Vec<_>>>()?;
-        let scaling: RopeScaling = cfg
+impl Config {
+    /// The decoder this configuration describes: sandwich norms with (1 + w) scales, q/k norms,
+    /// GELU-tanh MLP, √d embedding scale, global layers with their RoPE base and local
+    /// sliding-window layers with theirs.
+    pub(crate) fn spec(&self) -> Result<DecoderSpec> {
+        self.validate()?;
+        let scaling: RopeScaling = self
             .rope_scaling
             .as_ref()
             .map(|r| r.to_scaling())
             .transpose()?
             .unwrap_or_default();
-        Ok(Self {
-            embed_tokens,
-            // Hugging Face multiplies by √d rounded to the weights' dtype (f32: 25.298222 for d = 640).
-            embed_scale: (cfg.hidden_size as f32).sqrt() as f64,
-            layers,
-            norm: RmsNorm::new(m.gemma_norm_scale("norm.weight")?, cfg.rms_norm_eps),
-            lm_head,
-            global_rotary: Rotary::new(cfg.head_dim, cfg.rope_theta, &scaling, false),
-            local_rotary: Rotary::new(
-                cfg.head_dim,
-                cfg.rope_local_base_freq,
+        let global = AttentionKind {
+            rotary: Rotary::new(self.head_dim, self.rope_theta, &scaling, false),
+            window: None,
+        };
+        let local = AttentionKind {
+            rotary: Rotary::new(
+                self.head_dim,
+                self.rope_local_base_freq,
                 &RopeScaling::None,
                 false,
             ),
-            device: w.device().clone(),
-            dtype: w.activation_dtype(),
-            cfg: cfg.clone(),
-        })
-    }
-
-    fn rope_step(
-        &self,
-        rotary: &Rotary,
-        offset: usize,
-        len: usize,
-        window: Option<usize>,
-    ) -> Result<RopeStep> {
-        let (cos, sin) = rotary.tables(offset, len, &self.device)?;
-        Ok(RopeStep {
-            rotary: rotary.clone(),
-            cos,
-            sin,
-            mask: attention_mask(offset, len, window, &self.device)?,
-        })
-    }
-}
-
-impl Family for Gemma3 {
-    fn forward(
-        &mut self,
-        ids: &Tensor,
-        offset: usize,
-        skip: &[bool],
-        observe: Observer<'_>,
-    ) -> Result<Tensor> {
-        let (_, s) = ids.dims2()?;
-        let step = Step {
-            global: self.rope_step(&self.global_rotary, offset, s, None)?,
-            local: self.rope_step(&self.local_rotary, offset, s, Some(self.cfg.sliding_window))?,
+            window: Some(self.sliding_window),
         };
-        let mut x = (self.embed_tokens.forward(ids, self.dtype)? * self.embed_scale)?;
-        observe(0, &x)?;
-        for (i, block) in self.layers.iter_mut().enumerate() {
-            if !skip[i] {
-                x = block.forward(&x, &step)?;
-            }
-            observe(i + 1, &x)?;
-        }
-        Ok(x)
-    }
-
-    fn final_norm(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(self.norm.forward(x)?)
-    }
-
-    fn unembed(&self, x: &Tensor) -> Result<Tensor> {
-        let logits = self.lm_head.forward(x)?;
-        Ok(match self.cfg.final_logit_softcapping {
-            Some(cap) => soft_cap(&logits, cap)?,
-            None => logits,
+        Ok(DecoderSpec {
+            n_layers: self.num_hidden_layers,
+            n_heads: self.num_attention_heads,
+            n_kv_heads: self.num_key_value_heads,
+            head_dim: self.head_dim,
+            norm_eps: self.rms_norm_eps,
+            norm_weight: NormWeight::OnePlus,
+            norm_layout: NormLayout::Sandwich,
+            qk_norm: true,
+            activation: Activation::GeluTanh,
+            // Hugging Face multiplies by √d rounded to the weights' dtype (f32: 25.298222 for d = 640).
+            embed_scale: Some((self.hidden_size as f32).sqrt() as f64),
+            attention_scale: self.query_pre_attn_scalar.powf(-0.5),
+            attention_kinds: vec![global, local],
+            layer_attention: (0..self.num_hidden_layers)
+                .map(|i| if self.is_global(i) { 0 } else { 1 })
+                .collect(),
+            final_logit_softcap: self.final_logit_softcapping,
+            tie_word_embeddings: self.tie_word_embeddings,
+            config_json: serde_json::to_value(self).unwrap_or_default(),
         })
-    }
-
-    fn clear_cache(&mut self) {
-        self.layers
-            .iter_mut()
-            .for_each(|b| b.self_attn.cache.clear());
-    }
-
-    fn config_json(&self) -> serde_json::Value {
-        serde_json::to_value(&self.cfg).unwrap_or_default()
     }
 }

@@ -1,13 +1,12 @@
 //! Llama family (Llama 2/3.x, SmolLM2): pre-norm blocks, grouped-query attention with RoPE,
 //! SwiGLU MLP, tied or untied embeddings.
 
-use candle_core::{DType, Device, Tensor};
 use serde::{Deserialize, Serialize};
 
 use super::config::{EosTokenIds, GgufMetadata, RopeScalingConfig};
-use super::layers::{attention, attention_mask, KvCache, RmsNorm, RopeScaling, Rotary};
-use super::weights::{Embedding, Linear, Weights};
-use super::{Family, Observer};
+use super::decoder::{Activation, AttentionKind, DecoderSpec, NormLayout, NormWeight};
+use super::layers::{RopeScaling, Rotary};
+use super::weights::Weights;
 use crate::error::{Error, Result};
 
 /// Mirrors the fields of a Hugging Face `LlamaForCausalLM` `config.json` that the runtime uses.
@@ -98,202 +97,43 @@ impl Config {
     }
 }
 
-struct Attention {
-    q_proj: Linear,
-    k_proj: Linear,
-    v_proj: Linear,
-    o_proj: Linear,
-    n_heads: usize,
-    n_kv_heads: usize,
-    head_dim: usize,
-    cache: KvCache,
-}
-
-impl Attention {
-    fn new(cfg: &Config, w: &Weights) -> Result<Self> {
-        Ok(Self {
-            q_proj: w.linear("q_proj")?,
-            k_proj: w.linear("k_proj")?,
-            v_proj: w.linear("v_proj")?,
-            o_proj: w.linear("o_proj")?,
-            n_heads: cfg.num_attention_heads,
-            n_kv_heads: cfg.num_kv_heads(),
-            head_dim: cfg.head_dim(),
-            cache: KvCache::default(),
-        })
-    }
-
-    /// # Shapes
-    /// `x`: [b, s, d] → [b, s, d]
-    fn forward(&mut self, x: &Tensor, step: &Step) -> candle_core::Result<Tensor> {
-        let (b, s, _) = x.dims3()?;
-        let heads = |t: Tensor, n: usize| t.reshape((b, s, n, self.head_dim))?.transpose(1, 2);
-        let q = heads(self.q_proj.forward(x)?, self.n_heads)?;
-        let k = heads(self.k_proj.forward(x)?, self.n_kv_heads)?;
-        let v = heads(self.v_proj.forward(x)?, self.n_kv_heads)?;
-        let q = step.rotary.apply(&q, &step.cos, &step.sin)?;
-        let k = step.rotary.apply(&k, &step.cos, &step.sin)?;
-        let (k, v) = self.cache.append(&k, &v)?;
-        let scale = 1.0 / (self.head_dim as f64).sqrt();
-        let y = attention(&q, &k, &v, step.mask.as_ref(), scale)?;
-        let y = y
-            .transpose(1, 2)?
-            .reshape((b, s, self.n_heads * self.head_dim))?;
-        self.o_proj.forward(&y)
-    }
-}
-
-struct Mlp {
-    gate_proj: Linear,
-    up_proj: Linear,
-    down_proj: Linear,
-}
-
-impl Mlp {
-    fn new(w: &Weights) -> Result<Self> {
-        Ok(Self {
-            gate_proj: w.linear("gate_proj")?,
-            up_proj: w.linear("up_proj")?,
-            down_proj: w.linear("down_proj")?,
-        })
-    }
-
-    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        let gate = candle_nn::ops::silu(&self.gate_proj.forward(x)?)?;
-        self.down_proj.forward(&(gate * self.up_proj.forward(x)?)?)
-    }
-}
-
-struct Block {
-    input_layernorm: RmsNorm,
-    self_attn: Attention,
-    post_attention_layernorm: RmsNorm,
-    mlp: Mlp,
-}
-
-impl Block {
-    fn new(cfg: &Config, w: &Weights) -> Result<Self> {
-        let eps = cfg.rms_norm_eps;
-        Ok(Self {
-            input_layernorm: RmsNorm::new(w.vector("input_layernorm.weight")?, eps),
-            self_attn: Attention::new(cfg, &w.pp("self_attn"))?,
-            post_attention_layernorm: RmsNorm::new(
-                w.vector("post_attention_layernorm.weight")?,
-                eps,
-            ),
-            mlp: Mlp::new(&w.pp("mlp"))?,
-        })
-    }
-
-    fn forward(&mut self, x: &Tensor, step: &Step) -> candle_core::Result<Tensor> {
-        let h = (x + self
-            .self_attn
-            .forward(&self.input_layernorm.forward(x)?, step)?)?;
-        &h + self
-            .mlp
-            .forward(&self.post_attention_layernorm.forward(&h)?)?
-    }
-}
-
-/// Per-forward tables shared by every block.
-struct Step {
-    rotary: Rotary,
-    cos: Tensor,
-    sin: Tensor,
-    mask: Option<Tensor>,
-}
-
-pub struct Llama {
-    embed_tokens: Embedding,
-    layers: Vec<Block>,
-    norm: RmsNorm,
-    lm_head: Linear,
-    rotary: Rotary,
-    device: Device,
-    dtype: DType,
-    cfg: Config,
-}
-
-impl Llama {
-    pub fn new(cfg: &Config, w: &Weights) -> Result<Self> {
-        cfg.validate()?;
-        let m = w.pp("model");
-        let embed_tokens = m.embedding("embed_tokens")?;
-        let lm_head = if cfg.tie_word_embeddings || !w.contains("lm_head.weight") {
-            embed_tokens.as_linear()
-        } else {
-            w.linear("lm_head")?
-        };
-        let layers = (0..cfg.num_hidden_layers)
-            .map(|i| Block::new(cfg, &m.pp(format!("layers.{i}"))))
-            .collect::<Result<Vec<_>>>()?;
-        let mut scaling: RopeScaling = cfg
+impl Config {
+    /// The decoder this configuration describes: pre-norm blocks, SiLU-gated MLP, one rotary table.
+    pub(crate) fn spec(&self, w: &Weights) -> Result<DecoderSpec> {
+        self.validate()?;
+        let mut scaling: RopeScaling = self
             .rope_scaling
             .as_ref()
             .map(|r| r.to_scaling())
             .transpose()?
             .unwrap_or_default();
+        let m = w.pp("model");
         if m.contains("rope_freqs.weight") {
             let factors = m.vector("rope_freqs.weight")?.to_vec1::<f32>()?;
             scaling = RopeScaling::Factors(factors);
         }
         // llama.cpp stores Q/K rows permuted for its pairwise rotation.
-        let rotary = Rotary::new(cfg.head_dim(), cfg.rope_theta, &scaling, w.is_gguf());
-        Ok(Self {
-            embed_tokens,
-            layers,
-            norm: RmsNorm::new(m.vector("norm.weight")?, cfg.rms_norm_eps),
-            lm_head,
-            rotary,
-            device: w.device().clone(),
-            dtype: w.activation_dtype(),
-            cfg: cfg.clone(),
+        let rotary = Rotary::new(self.head_dim(), self.rope_theta, &scaling, w.is_gguf());
+        Ok(DecoderSpec {
+            n_layers: self.num_hidden_layers,
+            n_heads: self.num_attention_heads,
+            n_kv_heads: self.num_kv_heads(),
+            head_dim: self.head_dim(),
+            norm_eps: self.rms_norm_eps,
+            norm_weight: NormWeight::Plain,
+            norm_layout: NormLayout::Pre,
+            qk_norm: false,
+            activation: Activation::Silu,
+            embed_scale: None,
+            attention_scale: 1.0 / (self.head_dim() as f64).sqrt(),
+            attention_kinds: vec![AttentionKind {
+                rotary,
+                window: None,
+            }],
+            layer_attention: vec![0; self.num_hidden_layers],
+            final_logit_softcap: None,
+            tie_word_embeddings: self.tie_word_embeddings,
+            config_json: serde_json::to_value(self).unwrap_or_default(),
         })
-    }
-}
-
-impl Family for Llama {
-    fn forward(
-        &mut self,
-        ids: &Tensor,
-        offset: usize,
-        skip: &[bool],
-        observe: Observer<'_>,
-    ) -> Result<Tensor> {
-        let (_, s) = ids.dims2()?;
-        let (cos, sin) = self.rotary.tables(offset, s, &self.device)?;
-        let step = Step {
-            rotary: self.rotary.clone(),
-            cos,
-            sin,
-            mask: attention_mask(offset, s, None, &self.device)?,
-        };
-        let mut x = self.embed_tokens.forward(ids, self.dtype)?;
-        observe(0, &x)?;
-        for (i, block) in self.layers.iter_mut().enumerate() {
-            if !skip[i] {
-                x = block.forward(&x, &step)?;
-            }
-            observe(i + 1, &x)?;
-        }
-        Ok(x)
-    }
-
-    fn final_norm(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(self.norm.forward(x)?)
-    }
-
-    fn unembed(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(self.lm_head.forward(x)?)
-    }
-
-    fn clear_cache(&mut self) {
-        self.layers
-            .iter_mut()
-            .for_each(|b| b.self_attn.cache.clear());
-    }
-
-    fn config_json(&self) -> serde_json::Value {
-        serde_json::to_value(&self.cfg).unwrap_or_default()
     }
 }

@@ -5,9 +5,10 @@ use std::path::{Path, PathBuf};
 use candle_core::Device;
 
 use super::config::GgufMetadata;
+use super::decoder::Decoder;
 use super::tokenizer::TextTokenizer;
 use super::weights::{WeightDType, Weights};
-use super::{gemma3, hub, llama, Architecture, Family, Model, ModelInfo};
+use super::{gemma3, hub, llama, Architecture, Model, ModelInfo};
 use crate::error::{Error, Result};
 
 /// Env var naming the default model (path or repo id).
@@ -299,10 +300,11 @@ fn assemble(
             c.max_position_embeddings,
         ),
     };
-    let family: Box<dyn Family> = match &config {
-        FamilyConfig::Llama(c) => Box::new(llama::Llama::new(c, weights)?),
-        FamilyConfig::Gemma3(c) => Box::new(gemma3::Gemma3::new(c, weights)?),
+    let spec = match &config {
+        FamilyConfig::Llama(c) => c.spec(weights)?,
+        FamilyConfig::Gemma3(c) => c.spec()?,
     };
+    let decoder = Decoder::new(spec, weights)?;
     let info = ModelInfo {
         name: source.name(),
         architecture,
@@ -315,7 +317,7 @@ fn assemble(
         sha256,
     };
     Ok(LoadedModel {
-        model: Model::new(family, info, opts.device.clone()),
+        model: Model::new(decoder, info, opts.device.clone()),
         tokenizer,
     })
 }

@@ -2,8 +2,9 @@
 //!
 //! A [`Model`] runs a decoder-only transformer block by block and shows the residual stream after
 //! every block (the paper's `resid_post`) to an observer, with a KV cache for generation and a
-//! per-block skip switch (`block(x) = x`, the paper's intervention). One file per family holds the
-//! architecture; [`load`] reads GGUF files or the Hugging Face layout.
+//! per-block skip switch (`block(x) = x`, the paper's intervention). The block loop lives once, in
+//! [`decoder`]; a family file (`llama`, `gemma3`) parses its config into the decoder's spec;
+//! [`load`] reads GGUF files or the Hugging Face layout.
 
 use std::fmt;
 use std::str::FromStr;
@@ -14,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 
 pub mod config;
+mod decoder;
 pub mod export;
 pub mod fingerprint;
 pub mod gemma3;
@@ -25,6 +27,7 @@ mod qmatmul;
 pub mod tokenizer;
 pub mod weights;
 
+use decoder::Decoder;
 pub use load::{load, LoadOptions, LoadedModel, ModelSource};
 pub use tokenizer::TextTokenizer;
 pub use weights::WeightDType;
@@ -93,29 +96,9 @@ pub struct ModelInfo {
 /// stream after block i (`[b, s, d]`).
 pub type Observer<'a> = &'a mut dyn FnMut(usize, &Tensor) -> Result<()>;
 
-/// What every family implements: a block loop with an observer, the final norm and the unembedding.
-pub(crate) trait Family: Send + Sync {
-    /// Runs the blocks over `ids` ([b, s]) whose first position is `offset` (the KV-cache length),
-    /// skipping the blocks flagged in `skip`; returns the last residual stream [b, s, d].
-    fn forward(
-        &mut self,
-        ids: &Tensor,
-        offset: usize,
-        skip: &[bool],
-        observe: Observer<'_>,
-    ) -> Result<Tensor>;
-    /// Final norm of the model (`ln_final`).
-    fn final_norm(&self, x: &Tensor) -> Result<Tensor>;
-    /// Unembedding of normalised states into logits (soft-capped when the model does so).
-    fn unembed(&self, x: &Tensor) -> Result<Tensor>;
-    fn clear_cache(&mut self);
-    /// The configuration in Hugging Face `config.json` form (for export and reports).
-    fn config_json(&self) -> serde_json::Value;
-}
-
 /// A loaded decoder-only transformer, ready to be lensed.
 pub struct Model {
-    family: Box<dyn Family>,
+    decoder: Decoder,
     info: ModelInfo,
     device: Device,
     skip: Vec<bool>,
@@ -141,10 +124,10 @@ pub struct Captured {
 }
 
 impl Model {
-    pub(crate) fn new(family: Box<dyn Family>, info: ModelInfo, device: Device) -> Self {
+    pub(crate) fn new(decoder: Decoder, info: ModelInfo, device: Device) -> Self {
         let skip = vec![false; info.n_layers];
         Self {
-            family,
+            decoder,
             info,
             device,
             skip,
@@ -171,7 +154,7 @@ impl Model {
 
     /// Forget the KV cache (start a new sequence).
     pub fn reset(&mut self) {
-        self.family.clear_cache();
+        self.decoder.clear_cache();
         self.cached = 0;
     }
 
@@ -218,7 +201,7 @@ impl Model {
             layers.push(kept);
             Ok(())
         };
-        self.family
+        self.decoder
             .forward(ids, self.cached, &self.skip, &mut observe)?;
         self.cached += s;
         Ok(Captured { layers })
@@ -237,7 +220,7 @@ impl Model {
             });
         }
         let x = self
-            .family
+            .decoder
             .forward(ids, self.cached, &self.skip, &mut |_, _| Ok(()))?;
         self.cached += s;
         self.unembed(&self.final_norm(&x)?)
@@ -245,17 +228,17 @@ impl Model {
 
     /// The model's final norm.
     pub fn final_norm(&self, x: &Tensor) -> Result<Tensor> {
-        self.family.final_norm(x)
+        self.decoder.final_norm(x)
     }
 
     /// Unembedding (plus soft-cap) of normalised states.
     pub fn unembed(&self, x: &Tensor) -> Result<Tensor> {
-        self.family.unembed(x)
+        self.decoder.unembed(x)
     }
 
     /// Hugging Face style `config.json` of the loaded model.
     pub fn config_json(&self) -> serde_json::Value {
-        self.family.config_json()
+        self.decoder.config_json()
     }
 }
 
