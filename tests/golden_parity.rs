@@ -10,13 +10,11 @@ use std::path::Path;
 use candle_core::Tensor;
 use entropy_lens::lens::{row_stats, Scratch, StatSpec};
 use entropy_lens::model::{load, LoadOptions, ModelSource, WeightDType};
-use entropy_lens::profile::{EntropyProfile, PositionProfile};
 use entropy_lens::runner::{ProfileRequest, Profiler};
 use serde_json::Value;
 
-use common::{f64s, golden, u32s};
-
-const ALPHAS: [(&str, f64); 4] = [("0.5", 0.5), ("2", 2.0), ("5", 5.0), ("inf", f64::INFINITY)];
+use common::parity::{generation_check, Report, ALPHAS};
+use common::{golden, u32s};
 
 fn profiler(path: &Path, dtype: WeightDType) -> Profiler {
     let loaded = load(
@@ -30,86 +28,6 @@ fn profiler(path: &Path, dtype: WeightDType) -> Profiler {
         ..Default::default()
     };
     Profiler::new(loaded, spec).unwrap()
-}
-
-#[derive(Default, Debug)]
-struct Report {
-    entries: usize,
-    max_shannon: f64,
-    max_renyi: f64,
-    topp_checked: usize,
-    topp_mismatch: usize,
-    top1_mismatch: usize,
-}
-
-impl Report {
-    /// Compares one distribution (our per-layer values vs the reference at that layer).
-    fn compare(
-        &mut self,
-        ours: (f64, &[(String, f64)], u32, u32),
-        gold: &Value,
-        pos: usize,
-        layer: Option<usize>,
-    ) {
-        let at = |v: &Value| -> Value {
-            let v = &v[pos];
-            match layer {
-                Some(l) => v[l].clone(),
-                None => v.clone(),
-            }
-        };
-        let (shannon, renyi, topp, top1) = ours;
-        self.entries += 1;
-        self.max_shannon = self
-            .max_shannon
-            .max((shannon - at(&gold["shannon"]).as_f64().unwrap()).abs());
-        for (key, value) in renyi {
-            let g = at(&gold["renyi"][key.as_str()]).as_f64().unwrap();
-            self.max_renyi = self.max_renyi.max((value - g).abs());
-        }
-        let margin = at(&gold["topp_margin"]).as_f64().unwrap();
-        if margin >= 1e-5 {
-            self.topp_checked += 1;
-            if topp as u64 != at(&gold["topp_size"]).as_u64().unwrap() {
-                self.topp_mismatch += 1;
-            }
-        }
-        if top1 as u64 != at(&gold["top5_ids"])[0].as_u64().unwrap() {
-            self.top1_mismatch += 1;
-        }
-    }
-
-    fn position(
-        &mut self,
-        p: &PositionProfile,
-        gold_layers: &Value,
-        gold_embed: &Value,
-        pos: usize,
-    ) {
-        for l in 0..p.shannon.len() {
-            let renyi: Vec<(String, f64)> = ALPHAS
-                .iter()
-                .map(|(k, _)| (k.to_string(), p.renyi[*k][l]))
-                .collect();
-            self.compare(
-                (p.shannon[l], &renyi, p.top_p_count[l], p.top_k[l][0].0),
-                gold_layers,
-                pos,
-                Some(l),
-            );
-        }
-        let e = p.embed.as_ref().expect("embedding layer requested");
-        let renyi: Vec<(String, f64)> = ALPHAS
-            .iter()
-            .map(|(k, _)| (k.to_string(), e.renyi[*k]))
-            .collect();
-        self.compare(
-            (e.shannon, &renyi, e.top_p_count, e.top_k[0].0),
-            gold_embed,
-            pos,
-            None,
-        );
-    }
 }
 
 /// Every prompt and position of the reference; the empty prompt through the BOS fallback.
@@ -141,33 +59,6 @@ fn prompts_report(prof: &mut Profiler, gold: &Value) -> Report {
     report
 }
 
-fn generation_check(prof: &mut Profiler, gold: &Value, tol: f64) {
-    for g in gold["generation"].as_array().unwrap() {
-        let req = ProfileRequest::new(g["prompt"].as_str().unwrap())
-            .generate(16)
-            .ignore_eos(true);
-        let profile: EntropyProfile = prof.run(&req).unwrap();
-        assert_eq!(profile.prompt_ids, u32s(&g["prompt_token_ids"]));
-        assert_eq!(
-            profile.generated_ids,
-            u32s(&g["generated_ids"]),
-            "greedy ids for {:?}",
-            g["prompt"]
-        );
-        assert_eq!(profile.positions.len(), 16);
-        let n = profile.prompt_ids.len();
-        let mut worst = 0f64;
-        for (t, p) in profile.positions.iter().enumerate() {
-            assert_eq!(p.position, n - 1 + t);
-            for (ours, theirs) in p.shannon.iter().zip(f64s(&g["layers_shannon"][t])) {
-                worst = worst.max((ours - theirs).abs());
-            }
-        }
-        println!("generation {:?}: max |ΔH| = {worst:.2e}", g["prompt"]);
-        assert!(worst < tol, "generation profile differs by {worst}");
-    }
-}
-
 fn check(path: &Path, dtype: WeightDType, tol: f64) {
     let gold = golden(path);
     let mut prof = profiler(path, dtype);
@@ -194,7 +85,7 @@ fn check(path: &Path, dtype: WeightDType, tol: f64) {
         "top-p counts differ where the reference margin ≥ 1e-5"
     );
     assert_eq!(r.top1_mismatch, 0, "top-1 token differs");
-    generation_check(&mut prof, &gold, tol);
+    generation_check(&mut prof, &gold, 16, tol);
 }
 
 #[test]

@@ -1,80 +1,198 @@
-//! The one decoder every family runs on: embedding → blocks (with the skip switch and the
-//! residual observer) → final norm → unembedding (→ soft-cap). This loop is the lens' contract, so
-//! it exists exactly once; a family only says, through a [`DecoderSpec`], which pieces its blocks
-//! use (norm form, sandwich norms, q/k norms, activation, rotary bases, sliding windows, caps).
+//! The one decoder every family runs on: embedding (+ learned positions) → blocks (with the skip
+//! switch and the residual observer) → final norm → unembedding (→ soft-cap). This loop is the
+//! lens' contract, so it exists exactly once; a family only says, through a [`DecoderSpec`], which
+//! pieces its blocks use and what their tensors are called (see `families/`).
+//!
 //! Tensor names are Hugging Face's; [`Weights`] maps them to GGUF names.
 
 use candle_core::{DType, Device, Tensor};
 
-use super::layers::{attention, attention_mask, gelu_tanh, soft_cap, KvCache, RmsNorm, Rotary};
+use super::layers::{
+    attention, attention_mask, soft_cap, KvCache, LayerNorm, Norm, RmsNorm, Rotary,
+};
 use super::weights::{Embedding, Linear, Weights};
 use super::Observer;
 use crate::error::{Error, Result};
 
-/// How a norm's stored weight `w` scales: by `w` (Llama) or by `1 + w` (Gemma).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum NormWeight {
-    Plain,
-    OnePlus,
+/// Which norm the model uses everywhere (blocks, q/k norms and the final norm).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum NormKind {
+    /// RMSNorm scaling by `w` (Llama).
+    Rms,
+    /// RMSNorm scaling by `1 + w` (Gemma).
+    RmsOnePlus,
+    /// LayerNorm with weight and bias (GPT-2, GPT-NeoX).
+    Layer,
 }
 
-/// Where the norms of a block sit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum NormLayout {
-    /// `x + attn(norm(x))`, then `h + mlp(norm(h))` (Llama: `input_layernorm`,
-    /// `post_attention_layernorm`).
-    Pre,
-    /// Pre- and post-norms around both sub-layers (Gemma 2 and 3: `input_layernorm`,
-    /// `post_attention_layernorm`, `pre_feedforward_layernorm`, `post_feedforward_layernorm`).
-    Sandwich,
-}
-
-/// The gate activation of the gated MLP.
+/// The MLP's activation, read from the config's `hidden_act` / `hidden_activation`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Activation {
     Silu,
+    /// tanh approximation (`gelu_new`, `gelu_pytorch_tanh`).
     GeluTanh,
+    /// exact erf form (`gelu`).
+    GeluErf,
 }
 
 impl Activation {
+    /// Parses a Hugging Face activation name.
+    pub(crate) fn from_hf(name: &str) -> Result<Self> {
+        match name {
+            "silu" | "swish" => Ok(Activation::Silu),
+            "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Ok(Activation::GeluTanh),
+            "gelu" => Ok(Activation::GeluErf),
+            other => Err(Error::Config(format!(
+                "unsupported activation `{other}` (supported: silu, gelu, gelu_new, gelu_pytorch_tanh)"
+            ))),
+        }
+    }
+
     fn apply(self, x: &Tensor) -> candle_core::Result<Tensor> {
         match self {
             Activation::Silu => candle_nn::ops::silu(x),
-            Activation::GeluTanh => gelu_tanh(x),
+            Activation::GeluTanh => x.gelu(),
+            Activation::GeluErf => x.gelu_erf(),
         }
     }
 }
 
-/// One kind of attention a layer can use: its rotary table and its sliding window (None: global).
+/// How queries, keys and values are projected.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum QkvNames {
+    /// Three projections (Llama: `self_attn.q_proj`, `k_proj`, `v_proj`).
+    Separate {
+        q: &'static str,
+        k: &'static str,
+        v: &'static str,
+    },
+    /// One projection whose output is all queries, then all keys, then all values (Phi-3
+    /// `qkv_proj`, GPT-2 `c_attn`).
+    Fused(&'static str),
+    /// One projection whose output holds, per head, its query, key and value (GPT-NeoX
+    /// `query_key_value`).
+    FusedPerHead(&'static str),
+}
+
+/// How the MLP is laid out.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum MlpNames {
+    /// `down(act(gate(x)) · up(x))`.
+    Gated {
+        gate: &'static str,
+        up: &'static str,
+        down: &'static str,
+    },
+    /// The same with gate and up in one projection, gate first (Phi-3 `gate_up_proj`).
+    GatedFused {
+        gate_up: &'static str,
+        down: &'static str,
+    },
+    /// `down(act(up(x)))` (GPT-2, GPT-NeoX).
+    Plain {
+        up: &'static str,
+        down: &'static str,
+    },
+}
+
+/// A family's Hugging Face tensor names (module paths, without `.weight`/`.bias`). Model-level
+/// names are full paths; block names are relative to `{layers}.{i}`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct TensorNames {
+    pub embed: String,
+    /// Learned absolute position embeddings (GPT-2's `wpe`); None for rotary models.
+    pub positions: Option<String>,
+    pub layers: String,
+    pub final_norm: String,
+    pub lm_head: String,
+    pub attn_norm: &'static str,
+    pub qkv: QkvNames,
+    pub o: &'static str,
+    /// Per-head q and k norms (Qwen3, Gemma 3).
+    pub qk_norm: Option<(&'static str, &'static str)>,
+    /// Norm of the attention output before the residual add (Gemma 2/3 sandwich).
+    pub post_attn_norm: Option<&'static str>,
+    pub mlp_norm: &'static str,
+    /// Norm of the MLP output before the residual add (Gemma 2/3 sandwich).
+    pub post_mlp_norm: Option<&'static str>,
+    pub mlp: MlpNames,
+}
+
+impl TensorNames {
+    /// The Llama layout that most families share.
+    pub(crate) fn llama() -> Self {
+        Self {
+            embed: "model.embed_tokens".into(),
+            positions: None,
+            layers: "model.layers".into(),
+            final_norm: "model.norm".into(),
+            lm_head: "lm_head".into(),
+            attn_norm: "input_layernorm",
+            qkv: QkvNames::Separate {
+                q: "self_attn.q_proj",
+                k: "self_attn.k_proj",
+                v: "self_attn.v_proj",
+            },
+            o: "self_attn.o_proj",
+            qk_norm: None,
+            post_attn_norm: None,
+            mlp_norm: "post_attention_layernorm",
+            post_mlp_norm: None,
+            mlp: MlpNames::Gated {
+                gate: "mlp.gate_proj",
+                up: "mlp.up_proj",
+                down: "mlp.down_proj",
+            },
+        }
+    }
+
+    /// Gemma 2/3: pre- and post-norms around both sub-layers.
+    pub(crate) fn with_sandwich_norms(mut self) -> Self {
+        self.post_attn_norm = Some("post_attention_layernorm");
+        self.mlp_norm = "pre_feedforward_layernorm";
+        self.post_mlp_norm = Some("post_feedforward_layernorm");
+        self
+    }
+}
+
+/// One kind of attention a layer can use: its rotary table (None: learned or no positions) and
+/// its sliding window (None: global).
 #[derive(Clone, Debug)]
 pub(crate) struct AttentionKind {
-    pub rotary: Rotary,
+    pub rotary: Option<Rotary>,
     pub window: Option<usize>,
 }
 
 /// Everything the decoder needs to know about a family's checkpoint, read from its config.
 #[derive(Clone, Debug)]
 pub(crate) struct DecoderSpec {
+    pub d_model: usize,
+    pub vocab_size: usize,
+    pub context_length: usize,
     pub n_layers: usize,
     pub n_heads: usize,
     pub n_kv_heads: usize,
     pub head_dim: usize,
+    pub norm: NormKind,
     pub norm_eps: f64,
-    pub norm_weight: NormWeight,
-    pub norm_layout: NormLayout,
-    /// RMS-normalise each query and key head (`q_norm`, `k_norm`; Gemma 3).
-    pub qk_norm: bool,
     pub activation: Activation,
+    /// Attention and MLP read the same input and add to the residual together (GPT-NeoX).
+    pub parallel_residual: bool,
+    /// GPT-2's `Conv1D`: weights stored [in, out].
+    pub conv1d: bool,
     /// Multiplies the embedding output (Gemma: √d rounded to the weights' dtype).
     pub embed_scale: Option<f64>,
     /// Scale of the attention scores (usually head_dim^-½).
     pub attention_scale: f64,
+    /// `cap · tanh(score / cap)` on attention scores (Gemma 2).
+    pub attention_softcap: Option<f64>,
     /// The attention kinds of the model, and which one each layer uses.
     pub attention_kinds: Vec<AttentionKind>,
     pub layer_attention: Vec<usize>,
     /// `cap · tanh(logits / cap)` after the unembedding.
     pub final_logit_softcap: Option<f64>,
     pub tie_word_embeddings: bool,
+    pub names: TensorNames,
     /// The family's configuration in Hugging Face `config.json` form (export, reports).
     pub config_json: serde_json::Value,
 }
@@ -87,11 +205,19 @@ impl DecoderSpec {
                 "num_attention_heads {h} must be a positive multiple of num_key_value_heads {kv}"
             )));
         }
-        if self.head_dim == 0 || !self.head_dim.is_multiple_of(2) {
-            return Err(Error::Config(format!(
-                "head_dim {} must be even and positive",
-                self.head_dim
-            )));
+        if self.head_dim == 0 {
+            return Err(Error::Config("head_dim must be positive".into()));
+        }
+        for kind in &self.attention_kinds {
+            if let Some(r) = &kind.rotary {
+                if r.dim() == 0 || r.dim() > self.head_dim {
+                    return Err(Error::Config(format!(
+                        "{} rotary features do not fit heads of {} (rotary dimensions must be even, at most head_dim)",
+                        r.dim(),
+                        self.head_dim
+                    )));
+                }
+            }
         }
         if self.layer_attention.len() != self.n_layers {
             return Err(Error::Config(format!(
@@ -109,70 +235,127 @@ impl DecoderSpec {
         }
         Ok(())
     }
+
+    fn norm(&self, w: &Weights, name: &str) -> Result<Norm> {
+        Ok(match self.norm {
+            NormKind::Rms => Norm::Rms(RmsNorm::new(
+                w.vector(&format!("{name}.weight"))?,
+                self.norm_eps,
+            )),
+            NormKind::RmsOnePlus => Norm::Rms(RmsNorm::new(
+                w.gemma_norm_scale(&format!("{name}.weight"))?,
+                self.norm_eps,
+            )),
+            NormKind::Layer => {
+                let (weight, bias) = w.layer_norm(name)?;
+                Norm::Layer(LayerNorm::new(weight, bias, self.norm_eps))
+            }
+        })
+    }
+
+    fn linear(&self, w: &Weights, name: &str) -> Result<Linear> {
+        if self.conv1d {
+            w.conv1d(name)
+        } else {
+            w.linear(name)
+        }
+    }
 }
 
-fn norm(spec: &DecoderSpec, w: &Weights, name: &str) -> Result<RmsNorm> {
-    let name = format!("{name}.weight");
-    let scale = match spec.norm_weight {
-        NormWeight::Plain => w.vector(&name)?,
-        NormWeight::OnePlus => w.gemma_norm_scale(&name)?,
-    };
-    Ok(RmsNorm::new(scale, spec.norm_eps))
+enum Qkv {
+    Separate(Linear, Linear, Linear),
+    Fused(Linear),
+    FusedPerHead(Linear),
 }
 
 struct Attention {
-    q_proj: Linear,
-    k_proj: Linear,
-    v_proj: Linear,
+    qkv: Qkv,
     o_proj: Linear,
-    qk_norm: Option<(RmsNorm, RmsNorm)>,
+    qk_norm: Option<(Norm, Norm)>,
     n_heads: usize,
     n_kv_heads: usize,
     head_dim: usize,
     scale: f64,
+    softcap: Option<f64>,
     kind: usize,
     cache: KvCache,
 }
 
 impl Attention {
     fn new(spec: &DecoderSpec, w: &Weights, kind: usize) -> Result<Self> {
-        let qk_norm = if spec.qk_norm {
-            Some((norm(spec, w, "q_norm")?, norm(spec, w, "k_norm")?))
-        } else {
-            None
+        let n = &spec.names;
+        let qkv = match &n.qkv {
+            QkvNames::Separate { q, k, v } => {
+                Qkv::Separate(spec.linear(w, q)?, spec.linear(w, k)?, spec.linear(w, v)?)
+            }
+            QkvNames::Fused(name) => Qkv::Fused(spec.linear(w, name)?),
+            QkvNames::FusedPerHead(name) => Qkv::FusedPerHead(spec.linear(w, name)?),
         };
+        let qk_norm = n
+            .qk_norm
+            .map(|(q, k)| Ok::<_, Error>((spec.norm(w, q)?, spec.norm(w, k)?)))
+            .transpose()?;
         Ok(Self {
-            q_proj: w.linear("q_proj")?,
-            k_proj: w.linear("k_proj")?,
-            v_proj: w.linear("v_proj")?,
-            o_proj: w.linear("o_proj")?,
+            qkv,
+            o_proj: spec.linear(w, n.o)?,
             qk_norm,
             n_heads: spec.n_heads,
             n_kv_heads: spec.n_kv_heads,
             head_dim: spec.head_dim,
             scale: spec.attention_scale,
+            softcap: spec.attention_softcap,
             kind,
             cache: KvCache::default(),
         })
+    }
+
+    /// Queries, keys and values, each [b, s, heads, head_dim].
+    fn project(&self, x: &Tensor) -> candle_core::Result<(Tensor, Tensor, Tensor)> {
+        let (b, s, _) = x.dims3()?;
+        let (h, kv, hd) = (self.n_heads, self.n_kv_heads, self.head_dim);
+        let heads = |t: Tensor, n: usize| t.reshape((b, s, n, hd));
+        match &self.qkv {
+            Qkv::Separate(q, k, v) => Ok((
+                heads(q.forward(x)?, h)?,
+                heads(k.forward(x)?, kv)?,
+                heads(v.forward(x)?, kv)?,
+            )),
+            Qkv::Fused(qkv) => {
+                let y = qkv.forward(x)?;
+                Ok((
+                    heads(y.narrow(2, 0, h * hd)?, h)?,
+                    heads(y.narrow(2, h * hd, kv * hd)?, kv)?,
+                    heads(y.narrow(2, (h + kv) * hd, kv * hd)?, kv)?,
+                ))
+            }
+            Qkv::FusedPerHead(qkv) => {
+                let y = qkv.forward(x)?.reshape((b, s, h, 3 * hd))?;
+                Ok((
+                    y.narrow(3, 0, hd)?,
+                    y.narrow(3, hd, hd)?,
+                    y.narrow(3, 2 * hd, hd)?,
+                ))
+            }
+        }
     }
 
     /// # Shapes
     /// `x`: [b, s, d] → [b, s, d]
     fn forward(&mut self, x: &Tensor, steps: &[Step]) -> candle_core::Result<Tensor> {
         let (b, s, _) = x.dims3()?;
-        let heads = |t: Tensor, n: usize| t.reshape((b, s, n, self.head_dim))?.transpose(1, 2);
-        let mut q = heads(self.q_proj.forward(x)?, self.n_heads)?;
-        let mut k = heads(self.k_proj.forward(x)?, self.n_kv_heads)?;
-        let v = heads(self.v_proj.forward(x)?, self.n_kv_heads)?;
+        let (q, k, v) = self.project(x)?;
+        let (mut q, mut k, v) = (q.transpose(1, 2)?, k.transpose(1, 2)?, v.transpose(1, 2)?);
         if let Some((qn, kn)) = &self.qk_norm {
             q = qn.forward(&q)?;
             k = kn.forward(&k)?;
         }
         let step = &steps[self.kind];
-        let q = step.rotary.apply(&q, &step.cos, &step.sin)?;
-        let k = step.rotary.apply(&k, &step.cos, &step.sin)?;
-        let (k, v) = self.cache.append(&k, &v)?;
-        let y = attention(&q, &k, &v, step.mask.as_ref(), self.scale)?;
+        if let Some((rotary, cos, sin)) = &step.rotary {
+            q = rotary.apply(&q, cos, sin)?;
+            k = rotary.apply(&k, cos, sin)?;
+        }
+        let (k, v) = self.cache.append(&k, &v.contiguous()?)?;
+        let y = attention(&q, &k, &v, step.mask.as_ref(), self.scale, self.softcap)?;
         let y = y
             .transpose(1, 2)?
             .reshape((b, s, self.n_heads * self.head_dim))?;
@@ -180,19 +363,46 @@ impl Attention {
     }
 }
 
-struct Mlp {
-    gate_proj: Linear,
-    up_proj: Linear,
-    down_proj: Linear,
+enum Mlp {
+    Gated {
+        gate: Linear,
+        up: Linear,
+        down: Linear,
+    },
+    GatedFused {
+        gate_up: Linear,
+        down: Linear,
+    },
+    Plain {
+        up: Linear,
+        down: Linear,
+    },
+}
+
+struct FeedForward {
+    mlp: Mlp,
     activation: Activation,
 }
 
-impl Mlp {
+impl FeedForward {
     fn new(spec: &DecoderSpec, w: &Weights) -> Result<Self> {
+        let mlp = match &spec.names.mlp {
+            MlpNames::Gated { gate, up, down } => Mlp::Gated {
+                gate: spec.linear(w, gate)?,
+                up: spec.linear(w, up)?,
+                down: spec.linear(w, down)?,
+            },
+            MlpNames::GatedFused { gate_up, down } => Mlp::GatedFused {
+                gate_up: spec.linear(w, gate_up)?,
+                down: spec.linear(w, down)?,
+            },
+            MlpNames::Plain { up, down } => Mlp::Plain {
+                up: spec.linear(w, up)?,
+                down: spec.linear(w, down)?,
+            },
+        };
         Ok(Self {
-            gate_proj: w.linear("gate_proj")?,
-            up_proj: w.linear("up_proj")?,
-            down_proj: w.linear("down_proj")?,
+            mlp,
             activation: spec.activation,
         })
     }
@@ -200,52 +410,57 @@ impl Mlp {
     /// # Shapes
     /// `x`: [b, s, d] → [b, s, d]
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        let gate = self.activation.apply(&self.gate_proj.forward(x)?)?;
-        self.down_proj.forward(&(gate * self.up_proj.forward(x)?)?)
+        let act = |t: &Tensor| self.activation.apply(t);
+        match &self.mlp {
+            Mlp::Gated { gate, up, down } => {
+                down.forward(&(act(&gate.forward(x)?)? * up.forward(x)?)?)
+            }
+            Mlp::GatedFused { gate_up, down } => {
+                let y = gate_up.forward(x)?;
+                let half = y.dim(2)? / 2;
+                let gate = act(&y.narrow(2, 0, half)?)?;
+                down.forward(&(gate * y.narrow(2, half, half)?)?)
+            }
+            Mlp::Plain { up, down } => down.forward(&act(&up.forward(x)?)?),
+        }
     }
 }
 
 struct Block {
-    attn_norm: RmsNorm,
-    self_attn: Attention,
-    /// Sandwich layout only: the norm of the attention output.
-    post_attn_norm: Option<RmsNorm>,
-    mlp_norm: RmsNorm,
-    mlp: Mlp,
-    /// Sandwich layout only: the norm of the MLP output.
-    post_mlp_norm: Option<RmsNorm>,
+    attn_norm: Norm,
+    attn: Attention,
+    post_attn_norm: Option<Norm>,
+    mlp_norm: Norm,
+    mlp: FeedForward,
+    post_mlp_norm: Option<Norm>,
+    parallel: bool,
 }
 
 impl Block {
     fn new(spec: &DecoderSpec, w: &Weights, kind: usize) -> Result<Self> {
-        let sandwich = spec.norm_layout == NormLayout::Sandwich;
-        let optional = |name: &str| -> Result<Option<RmsNorm>> {
-            sandwich.then(|| norm(spec, w, name)).transpose()
-        };
+        let n = &spec.names;
+        let optional = |name: Option<&str>| name.map(|name| spec.norm(w, name)).transpose();
         Ok(Self {
-            attn_norm: norm(spec, w, "input_layernorm")?,
-            self_attn: Attention::new(spec, &w.pp("self_attn"), kind)?,
-            post_attn_norm: optional("post_attention_layernorm")?,
-            mlp_norm: norm(
-                spec,
-                w,
-                if sandwich {
-                    "pre_feedforward_layernorm"
-                } else {
-                    "post_attention_layernorm"
-                },
-            )?,
-            mlp: Mlp::new(spec, &w.pp("mlp"))?,
-            post_mlp_norm: optional("post_feedforward_layernorm")?,
+            attn_norm: spec.norm(w, n.attn_norm)?,
+            attn: Attention::new(spec, w, kind)?,
+            post_attn_norm: optional(n.post_attn_norm)?,
+            mlp_norm: spec.norm(w, n.mlp_norm)?,
+            mlp: FeedForward::new(spec, w)?,
+            post_mlp_norm: optional(n.post_mlp_norm)?,
+            parallel: spec.parallel_residual,
         })
     }
 
     /// # Shapes
     /// `x`: [b, s, d] → [b, s, d]
     fn forward(&mut self, x: &Tensor, steps: &[Step]) -> candle_core::Result<Tensor> {
-        let mut a = self.self_attn.forward(&self.attn_norm.forward(x)?, steps)?;
+        let mut a = self.attn.forward(&self.attn_norm.forward(x)?, steps)?;
         if let Some(n) = &self.post_attn_norm {
             a = n.forward(&a)?;
+        }
+        if self.parallel {
+            let m = self.mlp.forward(&self.mlp_norm.forward(x)?)?;
+            return (m + a)? + x;
         }
         let h = (x + a)?;
         let mut m = self.mlp.forward(&self.mlp_norm.forward(&h)?)?;
@@ -257,18 +472,17 @@ impl Block {
 }
 
 /// Per-forward tables of one attention kind, shared by the layers that use it.
-struct Step {
-    rotary: Rotary,
-    cos: Tensor,
-    sin: Tensor,
+struct Step<'a> {
+    rotary: Option<(&'a Rotary, Tensor, Tensor)>,
     mask: Option<Tensor>,
 }
 
 /// A decoder-only transformer built from a [`DecoderSpec`].
 pub(crate) struct Decoder {
     embed_tokens: Embedding,
+    positions: Option<Embedding>,
     layers: Vec<Block>,
-    norm: RmsNorm,
+    norm: Norm,
     lm_head: Linear,
     spec: DecoderSpec,
     device: Device,
@@ -278,23 +492,25 @@ pub(crate) struct Decoder {
 impl Decoder {
     pub(crate) fn new(spec: DecoderSpec, w: &Weights) -> Result<Self> {
         spec.validate()?;
-        let m = w.pp("model");
-        let embed_tokens = m.embedding("embed_tokens")?;
-        let lm_head = if spec.tie_word_embeddings || !w.contains("lm_head.weight") {
+        let n = &spec.names;
+        let embed_tokens = w.embedding(&n.embed)?;
+        let positions = n.positions.as_ref().map(|p| w.embedding(p)).transpose()?;
+        let lm_head = if spec.tie_word_embeddings || !w.contains(&format!("{}.weight", n.lm_head)) {
             embed_tokens.as_linear()
         } else {
-            w.linear("lm_head")?
+            w.linear(&n.lm_head)?
         };
         let layers = spec
             .layer_attention
             .iter()
             .enumerate()
-            .map(|(i, &kind)| Block::new(&spec, &m.pp(format!("layers.{i}")), kind))
+            .map(|(i, &kind)| Block::new(&spec, &w.pp(format!("{}.{i}", n.layers)), kind))
             .collect::<Result<Vec<_>>>()?;
         Ok(Self {
             embed_tokens,
+            positions,
             layers,
-            norm: norm(&spec, &m, "norm")?,
+            norm: spec.norm(w, &n.final_norm)?,
             lm_head,
             device: w.device().clone(),
             dtype: w.activation_dtype(),
@@ -318,11 +534,16 @@ impl Decoder {
             .attention_kinds
             .iter()
             .map(|kind| {
-                let (cos, sin) = kind.rotary.tables(offset, s, &self.device)?;
+                let rotary = kind
+                    .rotary
+                    .as_ref()
+                    .map(|r| {
+                        let (cos, sin) = r.tables(offset, s, &self.device)?;
+                        Ok::<_, Error>((r, cos, sin))
+                    })
+                    .transpose()?;
                 Ok(Step {
-                    rotary: kind.rotary.clone(),
-                    cos,
-                    sin,
+                    rotary,
                     mask: attention_mask(offset, s, kind.window, &self.device)?,
                 })
             })
@@ -330,6 +551,10 @@ impl Decoder {
         let mut x = self.embed_tokens.forward(ids, self.dtype)?;
         if let Some(scale) = self.spec.embed_scale {
             x = (x * scale)?;
+        }
+        if let Some(pos) = &self.positions {
+            let idx = Tensor::arange(offset as u32, (offset + s) as u32, &self.device)?;
+            x = x.broadcast_add(&pos.forward(&idx.unsqueeze(0)?, self.dtype)?)?;
         }
         observe(0, &x)?;
         for (i, block) in self.layers.iter_mut().enumerate() {
@@ -356,9 +581,7 @@ impl Decoder {
     }
 
     pub(crate) fn clear_cache(&mut self) {
-        self.layers
-            .iter_mut()
-            .for_each(|b| b.self_attn.cache.clear());
+        self.layers.iter_mut().for_each(|b| b.attn.cache.clear());
     }
 
     pub(crate) fn config_json(&self) -> serde_json::Value {

@@ -11,9 +11,10 @@ use candle_core::{Device, Tensor};
 use serde_json::{json, Value};
 
 use super::config::GgufMetadata;
+use super::families::{self, gemma3, llama};
 use super::tokenizer::TextTokenizer;
-use super::weights::{hf_name, Weights};
-use super::{gemma3, llama, Architecture};
+use super::weights::Weights;
+use super::Architecture;
 use crate::error::{Error, Result};
 
 /// Writes `gguf` as a Hugging Face folder at `out` with `shards` safetensors files.
@@ -51,7 +52,16 @@ pub fn export_gguf_to_hf(gguf: &Path, out: &Path, shards: usize) -> Result<()> {
             c["hidden_activation"] = json!("gelu_pytorch_tanh");
             c
         }
+        other => {
+            return Err(Error::UnknownArchitecture {
+                architecture: format!("{other} (GGUF export)"),
+                supported: "llama, gemma3",
+            })
+        }
     };
+    let gguf_names = families::by_architecture(architecture)
+        .and_then(|f| f.gguf_names)
+        .expect("llama and gemma3 name their GGUF tensors");
     config["torch_dtype"] = json!("float32");
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
 
@@ -66,7 +76,9 @@ pub fn export_gguf_to_hf(gguf: &Path, out: &Path, shards: usize) -> Result<()> {
     for gname in names {
         // rope_freqs (llama.cpp's RoPE scaling factors) has no Hugging Face counterpart: the
         // scaling belongs in config.json.
-        let Some(name) = hf_name(architecture, gname).filter(|n| !n.ends_with("rope_freqs.weight"))
+        let Some(name) = gguf_names
+            .to_hf(gname)
+            .filter(|n| !n.ends_with("rope_freqs.weight"))
         else {
             continue;
         };

@@ -43,7 +43,7 @@ pub fn snapshot(repo_id: &str, revision: Option<&str>) -> Result<PathBuf> {
         }
         match &api {
             None if required => Err(Error::Hub(format!(
-                "`{file}` of {repo_id} is not in the local cache ({}) and HF_HUB_OFFLINE is set\n  hint: unset HF_HUB_OFFLINE to download it, or pass a local folder or GGUF file",
+                "`{file}` of {repo_id} is not in the local cache ({}) and HF_HUB_OFFLINE is set\n  hint: unset HF_HUB_OFFLINE to download it, or download the repository on a machine with Hub access (`huggingface-cli download {repo_id} --local-dir DIR`) and pass `--model DIR` (a folder with config.json, *.safetensors, tokenizer.json) or a GGUF file",
                 cache.path().display()
             ))),
             None => Ok(None),
@@ -51,7 +51,7 @@ pub fn snapshot(repo_id: &str, revision: Option<&str>) -> Result<PathBuf> {
                 Ok(p) => Ok(Some(p)),
                 Err(_) if !required => Ok(None),
                 Err(e) => Err(Error::Hub(format!(
-                    "cannot download `{file}` of {repo_id}: {e}\n  hint: check the repo id, your network, and HF_TOKEN for gated models"
+                    "cannot download `{file}` of {repo_id}: {e}\n  hint: check the repo id, your network, and HF_TOKEN for gated models; without Hub access, download the repository elsewhere (`huggingface-cli download {repo_id} --local-dir DIR`) and pass `--model DIR` (a folder with config.json, *.safetensors, tokenizer.json) or a GGUF file"
                 ))),
             },
         }

@@ -1,5 +1,6 @@
-//! Building blocks shared by the model families: RMSNorm, rotary embeddings, KV cache,
-//! attention masks and scaled dot-product attention.
+//! Building blocks shared by the model families: RMSNorm and LayerNorm, rotary embeddings (full
+//! or partial, with the scalings of Llama 3, Phi-3 and linear interpolation), KV cache, attention
+//! masks and scaled dot-product attention (with Gemma 2's logit soft-cap).
 
 use candle_core::{DType, Device, Tensor};
 use serde::{Deserialize, Serialize};
@@ -32,6 +33,52 @@ impl RmsNorm {
     }
 }
 
+/// LayerNorm with weight and bias (GPT-2, GPT-NeoX).
+#[derive(Clone, Debug)]
+pub struct LayerNorm {
+    weight: Tensor,
+    bias: Tensor,
+    eps: f32,
+}
+
+impl LayerNorm {
+    pub fn new(weight: Tensor, bias: Tensor, eps: f64) -> Self {
+        Self {
+            weight,
+            bias,
+            eps: eps as f32,
+        }
+    }
+
+    /// Normalises in f32 and returns the input dtype.
+    ///
+    /// # Shapes
+    /// `x`: [.., d] → [.., d]
+    pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let dtype = x.dtype();
+        let x32 = x.to_dtype(DType::F32)?.contiguous()?;
+        candle_nn::ops::layer_norm(&x32, &self.weight, &self.bias, self.eps)?.to_dtype(dtype)
+    }
+}
+
+/// A norm of either kind.
+#[derive(Clone, Debug)]
+pub enum Norm {
+    Rms(RmsNorm),
+    Layer(LayerNorm),
+}
+
+impl Norm {
+    /// # Shapes
+    /// `x`: [.., d] → [.., d]
+    pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        match self {
+            Norm::Rms(n) => n.forward(x),
+            Norm::Layer(n) => n.forward(x),
+        }
+    }
+}
+
 /// RoPE frequency scaling, as in Hugging Face's `rope_scaling`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
 pub enum RopeScaling {
@@ -48,23 +95,39 @@ pub enum RopeScaling {
     },
     /// Per-frequency divisors (llama.cpp's `rope_freqs.weight`).
     Factors(Vec<f32>),
+    /// Phi-3's "longrope": per-frequency divisors for short and long sequences (the long ones once
+    /// a sequence passes `original_max_position_embeddings`) and a factor on cos and sin.
+    LongRope {
+        short_factor: Vec<f64>,
+        long_factor: Vec<f64>,
+        original_max_position_embeddings: usize,
+        attention_factor: f64,
+    },
 }
 
-/// Rotary position embedding for one base frequency.
+/// Rotary position embedding for one base frequency, over the first `dim` features of each head
+/// (all of them, or a fraction: GPT-NeoX's `rotary_pct`, Phi's `partial_rotary_factor`).
 #[derive(Clone, Debug)]
 pub struct Rotary {
     inv_freq: Vec<f32>,
+    /// LongRoPE: the frequencies used once the sequence is longer than `.0` positions.
+    long: Option<(usize, Vec<f32>)>,
+    /// Multiplies cos and sin (LongRoPE's attention factor; 1 otherwise).
+    attention_factor: f32,
     /// Rotate adjacent pairs (x[2i], x[2i+1]) instead of halves: llama.cpp permutes the Q/K rows of
     /// Llama GGUF files so that this "interleaved" form is equivalent to Hugging Face's.
     interleaved: bool,
 }
 
 impl Rotary {
-    pub fn new(head_dim: usize, base: f64, scaling: &RopeScaling, interleaved: bool) -> Self {
-        let half = head_dim / 2;
+    /// `dim` is the number of rotated features per head (the head size for full rotary).
+    pub fn new(dim: usize, base: f64, scaling: &RopeScaling, interleaved: bool) -> Self {
+        let half = dim / 2;
         let mut inv_freq: Vec<f64> = (0..half)
-            .map(|i| 1.0 / base.powf((2 * i) as f64 / head_dim as f64))
+            .map(|i| 1.0 / base.powf((2 * i) as f64 / dim as f64))
             .collect();
+        let mut long = None;
+        let mut attention_factor = 1.0;
         match scaling {
             RopeScaling::None => {}
             RopeScaling::Linear { factor } => inv_freq.iter_mut().for_each(|f| *f /= factor),
@@ -93,11 +156,41 @@ impl Rotary {
                     *f /= *d as f64;
                 }
             }
+            RopeScaling::LongRope {
+                short_factor,
+                long_factor,
+                original_max_position_embeddings,
+                attention_factor: a,
+            } => {
+                let divided = |factors: &[f64]| -> Vec<f32> {
+                    inv_freq
+                        .iter()
+                        .zip(factors)
+                        .map(|(f, d)| (f / d) as f32)
+                        .collect()
+                };
+                long = Some((
+                    *original_max_position_embeddings,
+                    divided(long_factor.as_slice()),
+                ));
+                inv_freq = divided(short_factor.as_slice())
+                    .into_iter()
+                    .map(f64::from)
+                    .collect();
+                attention_factor = *a as f32;
+            }
         }
         Self {
             inv_freq: inv_freq.into_iter().map(|f| f as f32).collect(),
+            long,
+            attention_factor,
             interleaved,
         }
+    }
+
+    /// Number of rotated features per head.
+    pub fn dim(&self) -> usize {
+        2 * self.inv_freq.len()
     }
 
     pub fn inv_freq(&self) -> &[f32] {
@@ -109,15 +202,20 @@ impl Rotary {
     /// # Shapes
     /// returns two [len, head_dim / 2] tensors
     pub fn tables(&self, offset: usize, len: usize, device: &Device) -> Result<(Tensor, Tensor)> {
-        let half = self.inv_freq.len();
+        let freqs = match &self.long {
+            Some((limit, long)) if offset + len > *limit => long,
+            _ => &self.inv_freq,
+        };
+        let half = freqs.len();
+        let a = self.attention_factor;
         let mut cos = Vec::with_capacity(len * half);
         let mut sin = Vec::with_capacity(len * half);
         for p in offset..offset + len {
-            for &f in &self.inv_freq {
+            for &f in freqs {
                 // f32 product, as Hugging Face computes it.
                 let angle = p as f32 * f;
-                cos.push(angle.cos());
-                sin.push(angle.sin());
+                cos.push(angle.cos() * a);
+                sin.push(angle.sin() * a);
             }
         }
         Ok((
@@ -126,15 +224,31 @@ impl Rotary {
         ))
     }
 
+    /// Rotates the first [`Rotary::dim`] features of every head; the rest pass unchanged.
+    ///
     /// # Shapes
-    /// `x`: [b, heads, s, head_dim]; `cos`, `sin`: [s, head_dim / 2]
+    /// `x`: [b, heads, s, head_dim]; `cos`, `sin`: [s, dim / 2]
     pub fn apply(&self, x: &Tensor, cos: &Tensor, sin: &Tensor) -> candle_core::Result<Tensor> {
         let dtype = x.dtype();
-        let x = x.to_dtype(DType::F32)?.contiguous()?;
-        let y = if self.interleaved {
-            candle_nn::rotary_emb::rope_i(&x, cos, sin)?
+        let head_dim = x.dim(3)?;
+        let dim = self.dim();
+        let x = x.to_dtype(DType::F32)?;
+        let (rot, pass) = if dim < head_dim {
+            (
+                x.narrow(3, 0, dim)?.contiguous()?,
+                Some(x.narrow(3, dim, head_dim - dim)?),
+            )
         } else {
-            candle_nn::rotary_emb::rope(&x, cos, sin)?
+            (x.contiguous()?, None)
+        };
+        let y = if self.interleaved {
+            candle_nn::rotary_emb::rope_i(&rot, cos, sin)?
+        } else {
+            candle_nn::rotary_emb::rope(&rot, cos, sin)?
+        };
+        let y = match pass {
+            Some(p) => Tensor::cat(&[&y, &p], 3)?,
+            None => y,
         };
         y.to_dtype(dtype)
     }
@@ -190,7 +304,8 @@ pub fn attention_mask(
     Ok(Some(Tensor::from_vec(mask, (len, total), device)?))
 }
 
-/// Scaled dot-product attention with grouped key/value heads.
+/// Scaled dot-product attention with grouped key/value heads; `softcap` bounds the scores as
+/// `cap · tanh(score / cap)` before the mask (Gemma 2).
 ///
 /// # Shapes
 /// `q`: [b, heads, s, hd]; `k`, `v`: [b, kv_heads, t, hd]; `mask`: [s, t] → [b, heads, s, hd]
@@ -200,6 +315,7 @@ pub fn attention(
     v: &Tensor,
     mask: Option<&Tensor>,
     scale: f64,
+    softcap: Option<f64>,
 ) -> candle_core::Result<Tensor> {
     let n_rep = q.dim(1)? / k.dim(1)?;
     let k = candle_transformers::utils::repeat_kv(k.clone(), n_rep)?;
@@ -208,6 +324,10 @@ pub fn attention(
     let q = q.to_dtype(DType::F32)?.contiguous()?;
     let k = k.to_dtype(DType::F32)?.contiguous()?;
     let scores = (q.matmul(&k.t()?)? * scale)?;
+    let scores = match softcap {
+        Some(cap) => soft_cap(&scores, cap)?,
+        None => scores,
+    };
     let scores = match mask {
         Some(m) => scores.broadcast_add(m)?,
         None => scores,

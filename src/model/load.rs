@@ -6,9 +6,10 @@ use candle_core::Device;
 
 use super::config::GgufMetadata;
 use super::decoder::Decoder;
+use super::families::{self, Family, HfConfig};
 use super::tokenizer::TextTokenizer;
 use super::weights::{WeightDType, Weights};
-use super::{gemma3, hub, llama, Architecture, Model, ModelInfo};
+use super::{hub, Architecture, Model, ModelInfo};
 use crate::error::{Error, Result};
 
 /// Env var naming the default model (path or repo id).
@@ -45,6 +46,12 @@ impl ModelSource {
                 "{} is a folder without config.json; expected the Hugging Face layout (config.json, *.safetensors, tokenizer.json)",
                 path.display()
             )));
+        }
+        if let Some(m) = super::registry::lookup(spec) {
+            return Ok(ModelSource::HubRepo {
+                repo: m.hub_id.to_string(),
+                revision: None,
+            });
         }
         let looks_like_repo = {
             let (id, _) = spec.split_once('@').unwrap_or((spec, ""));
@@ -173,15 +180,29 @@ fn load_gguf(path: &Path, source: &ModelSource, opts: &LoadOptions) -> Result<Lo
         .map_err(|_| Error::CorruptGguf {
             path: path.to_path_buf(),
             reason: "no general.architecture key".into(),
+        })?
+        .to_string();
+    let arch_name = arch_name.as_str();
+    let family =
+        families::by_gguf_architecture(arch_name).ok_or_else(|| Error::UnknownArchitecture {
+            architecture: format!("{arch_name} (GGUF)"),
+            supported: GGUF_SUPPORTED,
         })?;
-    let architecture: Architecture = arch_name.parse()?;
+    let (Some(from_gguf), Some(names)) = (family.from_gguf, family.gguf_names) else {
+        unreachable!("by_gguf_architecture returns families that read GGUF")
+    };
     let tokenizer = TextTokenizer::from_gguf(&md)?;
-    let config = FamilyConfig::from_gguf(architecture, &md)?;
+    drop(md);
     let dtype = opts.dtype.unwrap_or(WeightDType::Quantized);
-    let weights = Weights::gguf(path, content, file, architecture, dtype, &opts.device)?;
+    let weights = Weights::gguf(path, content, file, names, dtype, &opts.device)?;
+    let content = weights.gguf_content().expect("a GGUF store");
+    let spec = from_gguf(&GgufMetadata::new(content), &weights)?;
     let sha256 = super::fingerprint::model_sha256(&[path.to_path_buf()])?;
-    assemble(config, &weights, tokenizer, source, opts, sha256)
+    assemble(family, spec, &weights, tokenizer, source, opts, sha256)
 }
+
+/// The GGUF architectures that load (llama.cpp's `general.architecture` names).
+pub const GGUF_SUPPORTED: &str = "llama, gemma3, gemma2, qwen2, qwen3, phi3, gpt2";
 
 /// The safetensors files of a Hugging Face folder: the shards named by the index, or the single file.
 pub fn safetensors_files(folder: &Path) -> Result<Vec<PathBuf>> {
@@ -229,93 +250,56 @@ fn load_hf_folder(folder: &Path, source: &ModelSource, opts: &LoadOptions) -> Re
     let model_type = cfg_json["model_type"]
         .as_str()
         .or_else(|| cfg_json["architectures"][0].as_str())
-        .ok_or_else(|| Error::Config("config.json names no model_type".into()))?;
+        .ok_or_else(|| Error::Config("config.json names no model_type".into()))?
+        .to_string();
+    let model_type = model_type.as_str();
     if model_type == "gemma3" {
         return Err(Error::UnknownArchitecture {
             architecture: "gemma3 (multimodal checkpoint)".into(),
             supported: "text-only checkpoints: llama, gemma3_text (e.g. google/gemma-3-270m, google/gemma-3-1b-it)",
         });
     }
-    let architecture: Architecture = model_type.parse()?;
+    // A model_type no family claims goes through auto-detection, which names what does not fit.
+    let family = families::by_model_type(model_type)
+        .unwrap_or_else(|| families::by_architecture(Architecture::Auto).expect("registered"));
     let tokenizer = TextTokenizer::from_hf_folder(folder)?;
     let dtype = opts.dtype.unwrap_or(WeightDType::F32);
     let files = safetensors_files(folder)?;
     let w = Weights::safetensors(folder, &files, dtype, &opts.device)?;
-    let config = FamilyConfig::from_hf(architecture, cfg_json)?;
+    let spec = (family.from_hf)(&HfConfig::new(cfg_json), &w).map_err(|e| match e {
+        Error::Config(msg) if family.architecture == Architecture::Auto => Error::Config(format!(
+            "model_type `{model_type}` is not a known family; {msg}"
+        )),
+        other => other,
+    })?;
     let mut fingerprinted = vec![folder.join("config.json"), folder.join("tokenizer.json")];
     fingerprinted.extend(files);
     let sha256 = super::fingerprint::model_sha256(&fingerprinted)?;
-    assemble(config, &w, tokenizer, source, opts, sha256)
+    assemble(family, spec, &w, tokenizer, source, opts, sha256)
 }
 
-/// A family's configuration, whichever format it was read from.
-enum FamilyConfig {
-    Llama(llama::Config),
-    Gemma3(gemma3::Config),
-}
-
-impl FamilyConfig {
-    fn from_gguf(arch: Architecture, md: &GgufMetadata) -> Result<Self> {
-        Ok(match arch {
-            Architecture::Llama => FamilyConfig::Llama(llama::Config::from_gguf(md)?),
-            Architecture::Gemma3 => FamilyConfig::Gemma3(gemma3::Config::from_gguf(md)?),
-        })
-    }
-
-    fn from_hf(arch: Architecture, json: serde_json::Value) -> Result<Self> {
-        let parse_err = |e: serde_json::Error| Error::Config(format!("config.json: {e}"));
-        Ok(match arch {
-            Architecture::Llama => {
-                FamilyConfig::Llama(serde_json::from_value(json).map_err(parse_err)?)
-            }
-            Architecture::Gemma3 => {
-                FamilyConfig::Gemma3(serde_json::from_value(json).map_err(parse_err)?)
-            }
-        })
-    }
-}
-
-/// Builds the family's blocks from `weights` and wraps them with the model's description.
+/// Builds the decoder from `spec` and `weights` and wraps it with the model's description.
 fn assemble(
-    config: FamilyConfig,
+    family: &Family,
+    spec: super::decoder::DecoderSpec,
     weights: &Weights,
     tokenizer: TextTokenizer,
     source: &ModelSource,
     opts: &LoadOptions,
     sha256: String,
 ) -> Result<LoadedModel> {
-    let (architecture, n_layers, d_model, vocab_size, context_length) = match &config {
-        FamilyConfig::Llama(c) => (
-            Architecture::Llama,
-            c.num_hidden_layers,
-            c.hidden_size,
-            c.vocab_size,
-            c.max_position_embeddings,
-        ),
-        FamilyConfig::Gemma3(c) => (
-            Architecture::Gemma3,
-            c.num_hidden_layers,
-            c.hidden_size,
-            c.vocab_size,
-            c.max_position_embeddings,
-        ),
-    };
-    let spec = match &config {
-        FamilyConfig::Llama(c) => c.spec(weights)?,
-        FamilyConfig::Gemma3(c) => c.spec()?,
-    };
-    let decoder = Decoder::new(spec, weights)?;
     let info = ModelInfo {
         name: source.name(),
-        architecture,
-        n_layers,
-        d_model,
-        vocab_size,
-        context_length,
+        architecture: family.architecture,
+        n_layers: spec.n_layers,
+        d_model: spec.d_model,
+        vocab_size: spec.vocab_size,
+        context_length: spec.context_length,
         dtype: weights.dtype(),
         source: source.describe(),
         sha256,
     };
+    let decoder = Decoder::new(spec, weights)?;
     Ok(LoadedModel {
         model: Model::new(decoder, info, opts.device.clone()),
         tokenizer,

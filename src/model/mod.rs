@@ -3,7 +3,7 @@
 //! A [`Model`] runs a decoder-only transformer block by block and shows the residual stream after
 //! every block (the paper's `resid_post`) to an observer, with a KV cache for generation and a
 //! per-block skip switch (`block(x) = x`, the paper's intervention). The block loop lives once, in
-//! [`decoder`]; a family file (`llama`, `gemma3`) parses its config into the decoder's spec;
+//! [`decoder`]; a family file ([`families`]) parses its config into the decoder's spec;
 //! [`load`] reads GGUF files or the Hugging Face layout.
 
 use std::fmt;
@@ -17,13 +17,13 @@ use crate::error::{Error, Result};
 pub mod config;
 mod decoder;
 pub mod export;
+pub mod families;
 pub mod fingerprint;
-pub mod gemma3;
 pub mod hub;
 pub mod layers;
-pub mod llama;
 pub mod load;
 mod qmatmul;
+pub mod registry;
 pub mod tokenizer;
 pub mod weights;
 
@@ -32,21 +32,42 @@ pub use load::{load, LoadOptions, LoadedModel, ModelSource};
 pub use tokenizer::TextTokenizer;
 pub use weights::WeightDType;
 
-/// The model families the runtime implements.
+/// The model families the runtime implements (see [`families`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Architecture {
     Llama,
     Gemma3,
+    Gemma,
+    Gemma2,
+    Qwen2,
+    Qwen3,
+    Mistral,
+    Phi3,
+    Gpt2,
+    #[serde(rename = "gpt_neox")]
+    GptNeoX,
+    /// A checkpoint of another `model_type` that fits the decoder's axes (auto-detected).
+    Auto,
 }
 
 impl Architecture {
-    pub const SUPPORTED: &'static str = "llama (Llama 2/3.x, SmolLM2), gemma3 (Gemma 3 text)";
+    pub const SUPPORTED: &'static str = "llama (Llama 2/3.x, SmolLM2), gemma, gemma2, gemma3 (text), qwen2 (Qwen2/2.5), qwen3, mistral, phi3 (Phi-3/3.5), gpt2, gpt_neox (Pythia), and other decoders in the Llama module layout (auto-detected)";
 
     pub fn as_str(self) -> &'static str {
         match self {
             Architecture::Llama => "llama",
             Architecture::Gemma3 => "gemma3",
+            Architecture::Gemma => "gemma",
+            Architecture::Gemma2 => "gemma2",
+            Architecture::Qwen2 => "qwen2",
+            Architecture::Qwen3 => "qwen3",
+            Architecture::Mistral => "mistral",
+            Architecture::Phi3 => "phi3",
+            Architecture::Gpt2 => "gpt2",
+            Architecture::GptNeoX => "gpt_neox",
+            Architecture::Auto => "auto",
         }
     }
 }
@@ -59,16 +80,15 @@ impl fmt::Display for Architecture {
 
 impl FromStr for Architecture {
     type Err = Error;
-    /// Accepts GGUF `general.architecture` values and Hugging Face `model_type`s.
+    /// Accepts GGUF `general.architecture` values, Hugging Face `model_type`s and class names.
     fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "llama" | "LlamaForCausalLM" => Ok(Architecture::Llama),
-            "gemma3" | "gemma3_text" | "Gemma3ForCausalLM" => Ok(Architecture::Gemma3),
-            other => Err(Error::UnknownArchitecture {
-                architecture: other.to_string(),
+        families::by_gguf_architecture(s)
+            .or_else(|| families::by_model_type(s))
+            .map(|f| f.architecture)
+            .ok_or_else(|| Error::UnknownArchitecture {
+                architecture: s.to_string(),
                 supported: Architecture::SUPPORTED,
-            }),
-        }
+            })
     }
 }
 

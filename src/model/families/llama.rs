@@ -3,11 +3,13 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::config::{EosTokenIds, GgufMetadata, RopeScalingConfig};
-use super::decoder::{Activation, AttentionKind, DecoderSpec, NormLayout, NormWeight};
-use super::layers::{RopeScaling, Rotary};
-use super::weights::Weights;
-use crate::error::{Error, Result};
+use super::{common, Family, HfConfig, LLAMA_GGUF_NAMES};
+use crate::error::Result;
+use crate::model::config::{EosTokenIds, GgufMetadata, RopeScalingConfig};
+use crate::model::decoder::{DecoderSpec, TensorNames};
+use crate::model::layers::{RopeScaling, Rotary};
+use crate::model::weights::Weights;
+use crate::model::Architecture;
 
 /// Mirrors the fields of a Hugging Face `LlamaForCausalLM` `config.json` that the runtime uses.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -78,62 +80,38 @@ impl Config {
                 .map(EosTokenIds::One),
         })
     }
-
-    fn validate(&self) -> Result<()> {
-        let heads = self.num_attention_heads;
-        if heads == 0 || self.num_kv_heads() == 0 || !heads.is_multiple_of(self.num_kv_heads()) {
-            return Err(Error::Config(format!(
-                "num_attention_heads {heads} must be a positive multiple of num_key_value_heads {}",
-                self.num_kv_heads()
-            )));
-        }
-        if !self.head_dim().is_multiple_of(2) {
-            return Err(Error::Config(format!(
-                "head_dim {} must be even",
-                self.head_dim()
-            )));
-        }
-        Ok(())
-    }
 }
 
-impl Config {
-    /// The decoder this configuration describes: pre-norm blocks, SiLU-gated MLP, one rotary table.
-    pub(crate) fn spec(&self, w: &Weights) -> Result<DecoderSpec> {
-        self.validate()?;
-        let mut scaling: RopeScaling = self
-            .rope_scaling
-            .as_ref()
-            .map(|r| r.to_scaling())
-            .transpose()?
-            .unwrap_or_default();
-        let m = w.pp("model");
-        if m.contains("rope_freqs.weight") {
-            let factors = m.vector("rope_freqs.weight")?.to_vec1::<f32>()?;
-            scaling = RopeScaling::Factors(factors);
-        }
-        // llama.cpp stores Q/K rows permuted for its pairwise rotation.
-        let rotary = Rotary::new(self.head_dim(), self.rope_theta, &scaling, w.is_gguf());
-        Ok(DecoderSpec {
-            n_layers: self.num_hidden_layers,
-            n_heads: self.num_attention_heads,
-            n_kv_heads: self.num_kv_heads(),
-            head_dim: self.head_dim(),
-            norm_eps: self.rms_norm_eps,
-            norm_weight: NormWeight::Plain,
-            norm_layout: NormLayout::Pre,
-            qk_norm: false,
-            activation: Activation::Silu,
-            embed_scale: None,
-            attention_scale: 1.0 / (self.head_dim() as f64).sqrt(),
-            attention_kinds: vec![AttentionKind {
-                rotary,
-                window: None,
-            }],
-            layer_attention: vec![0; self.num_hidden_layers],
-            final_logit_softcap: None,
-            tie_word_embeddings: self.tie_word_embeddings,
-            config_json: serde_json::to_value(self).unwrap_or_default(),
-        })
+pub(crate) const FAMILY: Family = Family {
+    architecture: Architecture::Llama,
+    model_types: &["llama", "LlamaForCausalLM"],
+    gguf_architecture: Some("llama"),
+    gguf_names: Some(&LLAMA_GGUF_NAMES),
+    from_hf,
+    from_gguf: Some(from_gguf),
+};
+
+/// Pre-norm blocks, SiLU-gated MLP, one rotary table (scaled by llama.cpp's `rope_freqs` when a
+/// GGUF file carries them).
+fn from_hf(c: &HfConfig, w: &Weights) -> Result<DecoderSpec> {
+    let mut spec = common::llama_like(c, TensorNames::llama())?;
+    let mut scaling = common::rope_scaling(c, None)?;
+    let m = w.pp("model");
+    if m.contains("rope_freqs.weight") {
+        scaling = RopeScaling::Factors(m.vector("rope_freqs.weight")?.to_vec1::<f32>()?);
     }
+    // llama.cpp stores Llama Q/K rows permuted for its pairwise rotation.
+    let rotary = Rotary::new(
+        spec.head_dim,
+        c.rope_theta(None, 10000.0)?,
+        &scaling,
+        w.is_gguf(),
+    );
+    spec.attention_kinds[0].rotary = Some(rotary);
+    Ok(spec)
+}
+
+fn from_gguf(md: &GgufMetadata, w: &Weights) -> Result<DecoderSpec> {
+    let cfg = Config::from_gguf(md)?;
+    from_hf(&HfConfig::new(serde_json::to_value(cfg)?), w)
 }

@@ -4,10 +4,13 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::config::{EosTokenIds, GgufMetadata, RopeScalingConfig};
-use super::decoder::{Activation, AttentionKind, DecoderSpec, NormLayout, NormWeight};
-use super::layers::{RopeScaling, Rotary};
+use super::{Family, HfConfig, GEMMA_SANDWICH_GGUF_NAMES};
 use crate::error::{Error, Result};
+use crate::model::config::{EosTokenIds, GgufMetadata, RopeScalingConfig};
+use crate::model::decoder::{Activation, AttentionKind, DecoderSpec, NormKind, TensorNames};
+use crate::model::layers::{RopeScaling, Rotary};
+use crate::model::weights::Weights;
+use crate::model::Architecture;
 
 /// Every `SLIDING_WINDOW_PATTERN`-th layer is global; the others are local (sliding window).
 /// Neither llama.cpp's GGUF nor older configs record it: both hard-code 6 for Gemma 3.
@@ -120,12 +123,6 @@ impl Config {
     }
 
     fn validate(&self) -> Result<()> {
-        let (h, kv) = (self.num_attention_heads, self.num_key_value_heads);
-        if h == 0 || kv == 0 || h % kv != 0 {
-            return Err(Error::Config(format!(
-                "num_attention_heads {h} must be a positive multiple of num_key_value_heads {kv}"
-            )));
-        }
         if let Some(types) = &self.layer_types {
             if types.len() != self.num_hidden_layers {
                 return Err(Error::Config(format!(
@@ -139,11 +136,33 @@ impl Config {
     }
 }
 
+pub(crate) const FAMILY: Family = Family {
+    architecture: Architecture::Gemma3,
+    model_types: &["gemma3_text", "Gemma3ForCausalLM"],
+    gguf_architecture: Some("gemma3"),
+    gguf_names: Some(&GEMMA_SANDWICH_GGUF_NAMES),
+    from_hf,
+    from_gguf: Some(from_gguf),
+};
+
+fn from_hf(c: &HfConfig, _w: &Weights) -> Result<DecoderSpec> {
+    let cfg: Config = serde_json::from_value(c.legacy_json())
+        .map_err(|e| Error::Config(format!("config.json: {e}")))?;
+    cfg.spec(c)
+}
+
+fn from_gguf(md: &GgufMetadata, w: &Weights) -> Result<DecoderSpec> {
+    from_hf(
+        &HfConfig::new(serde_json::to_value(Config::from_gguf(md)?)?),
+        w,
+    )
+}
+
 impl Config {
     /// The decoder this configuration describes: sandwich norms with (1 + w) scales, q/k norms,
     /// GELU-tanh MLP, √d embedding scale, global layers with their RoPE base and local
     /// sliding-window layers with theirs.
-    pub(crate) fn spec(&self) -> Result<DecoderSpec> {
+    fn spec(&self, c: &HfConfig) -> Result<DecoderSpec> {
         self.validate()?;
         let scaling: RopeScaling = self
             .rope_scaling
@@ -152,38 +171,45 @@ impl Config {
             .transpose()?
             .unwrap_or_default();
         let global = AttentionKind {
-            rotary: Rotary::new(self.head_dim, self.rope_theta, &scaling, false),
+            rotary: Some(Rotary::new(self.head_dim, self.rope_theta, &scaling, false)),
             window: None,
         };
         let local = AttentionKind {
-            rotary: Rotary::new(
+            rotary: Some(Rotary::new(
                 self.head_dim,
                 self.rope_local_base_freq,
                 &RopeScaling::None,
                 false,
-            ),
+            )),
             window: Some(self.sliding_window),
         };
+        let mut names = TensorNames::llama().with_sandwich_norms();
+        names.qk_norm = Some(("self_attn.q_norm", "self_attn.k_norm"));
         Ok(DecoderSpec {
+            d_model: self.hidden_size,
+            vocab_size: self.vocab_size,
+            context_length: self.max_position_embeddings,
             n_layers: self.num_hidden_layers,
             n_heads: self.num_attention_heads,
             n_kv_heads: self.num_key_value_heads,
             head_dim: self.head_dim,
+            norm: NormKind::RmsOnePlus,
             norm_eps: self.rms_norm_eps,
-            norm_weight: NormWeight::OnePlus,
-            norm_layout: NormLayout::Sandwich,
-            qk_norm: true,
             activation: Activation::GeluTanh,
+            parallel_residual: false,
+            conv1d: false,
             // Hugging Face multiplies by √d rounded to the weights' dtype (f32: 25.298222 for d = 640).
             embed_scale: Some((self.hidden_size as f32).sqrt() as f64),
             attention_scale: self.query_pre_attn_scalar.powf(-0.5),
+            attention_softcap: None,
             attention_kinds: vec![global, local],
             layer_attention: (0..self.num_hidden_layers)
                 .map(|i| if self.is_global(i) { 0 } else { 1 })
                 .collect(),
             final_logit_softcap: self.final_logit_softcapping,
             tie_word_embeddings: self.tie_word_embeddings,
-            config_json: serde_json::to_value(self).unwrap_or_default(),
+            names,
+            config_json: c.json().clone(),
         })
     }
 }

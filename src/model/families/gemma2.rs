@@ -1,0 +1,51 @@
+//! Gemma 2: Gemma with sandwich norms, attention and final logit soft-caps, `query_pre_attn_scalar`
+//! and alternating sliding-window (even layers) and global layers.
+
+use super::{common, gemma, Family, HfConfig, GEMMA_SANDWICH_GGUF_NAMES};
+use crate::error::Result;
+use crate::model::config::GgufMetadata;
+use crate::model::decoder::{DecoderSpec, TensorNames};
+use crate::model::weights::Weights;
+use crate::model::Architecture;
+
+pub(crate) const FAMILY: Family = Family {
+    architecture: Architecture::Gemma2,
+    model_types: &["gemma2", "Gemma2ForCausalLM"],
+    gguf_architecture: Some("gemma2"),
+    gguf_names: Some(&GEMMA_SANDWICH_GGUF_NAMES),
+    from_hf,
+    from_gguf: Some(from_gguf),
+};
+
+fn from_hf(c: &HfConfig, _w: &Weights) -> Result<DecoderSpec> {
+    let mut spec = gemma::gemma_base(c, TensorNames::llama().with_sandwich_norms())?;
+    let scalar = c
+        .opt_f64("query_pre_attn_scalar")?
+        .unwrap_or(spec.head_dim as f64);
+    spec.attention_scale = scalar.powf(-0.5);
+    spec.attention_softcap = c.opt_f64("attn_logit_softcapping")?;
+    spec.final_logit_softcap = c.opt_f64("final_logit_softcapping")?;
+    let window = c.usize("sliding_window")?;
+    let types = common::layer_types(c, spec.n_layers)?;
+    Ok(common::with_sliding_layers(
+        spec,
+        window,
+        |i| match &types {
+            Some(t) => t[i],
+            None => i % 2 == 0,
+        },
+    ))
+}
+
+fn from_gguf(md: &GgufMetadata, w: &Weights) -> Result<DecoderSpec> {
+    let mut cfg = common::gguf_to_hf(md, "gemma2")?;
+    // llama.cpp does not store query_pre_attn_scalar: it scales by head_dim^-½, except for the
+    // 27B model (46 layers), which uses (d / heads)^-½.
+    let layers = md.usize("gemma2.block_count")?;
+    cfg["query_pre_attn_scalar"] = if layers == 46 {
+        (md.usize("gemma2.embedding_length")? / md.usize("gemma2.attention.head_count")?).into()
+    } else {
+        cfg["head_dim"].clone()
+    };
+    from_hf(&HfConfig::new(cfg), w)
+}

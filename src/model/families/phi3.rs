@@ -1,0 +1,81 @@
+//! Phi-3 / Phi-3.5: the Llama decoder with fused `qkv_proj` and `gate_up_proj`, partial rotary
+//! and LongRoPE scaling (short factors, long ones past the original context).
+
+use super::{common, Family, HfConfig};
+use crate::error::Result;
+use crate::model::config::GgufMetadata;
+use crate::model::decoder::{DecoderSpec, MlpNames, QkvNames, TensorNames};
+use crate::model::weights::{GgufNames, Weights};
+use crate::model::Architecture;
+
+pub(crate) const FAMILY: Family = Family {
+    architecture: Architecture::Phi3,
+    model_types: &["phi3", "Phi3ForCausalLM"],
+    gguf_architecture: Some("phi3"),
+    gguf_names: Some(&GGUF_NAMES),
+    from_hf,
+    from_gguf: Some(from_gguf),
+};
+
+/// llama.cpp keeps both fusions: `attn_qkv`, and `ffn_up` holding gate and up.
+static GGUF_NAMES: GgufNames = GgufNames {
+    model: &[
+        ("model.embed_tokens", "token_embd"),
+        ("model.norm", "output_norm"),
+        ("lm_head", "output"),
+        ("model.rope_factors_long", "rope_factors_long"),
+        ("model.rope_factors_short", "rope_factors_short"),
+    ],
+    layers: "model.layers",
+    block: &[
+        ("input_layernorm", "attn_norm"),
+        ("self_attn.qkv_proj", "attn_qkv"),
+        ("self_attn.o_proj", "attn_output"),
+        ("post_attention_layernorm", "ffn_norm"),
+        ("mlp.gate_up_proj", "ffn_up"),
+        ("mlp.down_proj", "ffn_down"),
+    ],
+};
+
+fn names() -> TensorNames {
+    TensorNames {
+        qkv: QkvNames::Fused("self_attn.qkv_proj"),
+        mlp: MlpNames::GatedFused {
+            gate_up: "mlp.gate_up_proj",
+            down: "mlp.down_proj",
+        },
+        ..TensorNames::llama()
+    }
+}
+
+fn from_hf(c: &HfConfig, _w: &Weights) -> Result<DecoderSpec> {
+    let spec = common::llama_like(c, names())?;
+    // Hugging Face applies `sliding_window` (2047 in Phi-3-mini-4k) to every layer.
+    Ok(match c.opt_usize("sliding_window")? {
+        Some(window) => common::with_sliding_layers(spec, window, |_| true),
+        None => spec,
+    })
+}
+
+fn from_gguf(md: &GgufMetadata, w: &Weights) -> Result<DecoderSpec> {
+    let mut cfg = common::gguf_to_hf(md, "phi3")?;
+    let m = w.pp("model");
+    if m.contains("rope_factors_long.weight") {
+        let factors = |name: &str| -> Result<Vec<f64>> {
+            Ok(m.vector(name)?
+                .to_vec1::<f32>()?
+                .into_iter()
+                .map(f64::from)
+                .collect())
+        };
+        cfg["rope_scaling"] = serde_json::json!({
+            "rope_type": "longrope",
+            "long_factor": factors("rope_factors_long.weight")?,
+            "short_factor": factors("rope_factors_short.weight")?,
+            "original_max_position_embeddings":
+                md.usize("phi3.rope.scaling.original_context_length")?,
+            "attention_factor": md.opt_f64("phi3.rope.scaling.attn_factor")?,
+        });
+    }
+    from_hf(&HfConfig::new(cfg), w)
+}
