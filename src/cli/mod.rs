@@ -70,6 +70,28 @@ pub fn dispatch(cli: Cli, out: &mut impl Write) -> Result<()> {
             line(out, &text)
         }
         Command::Demo { prompt, generate } => demo(&prompt, generate, out),
+        Command::Models { json } => {
+            for m in crate::model::registry::PAPER_MODELS {
+                let text = if json {
+                    serde_json::to_string(m)?
+                } else {
+                    format!(
+                        "{:<24} {:<36} {:<8} {:>6.2}B{}",
+                        m.name,
+                        m.hub_id,
+                        m.architecture.as_str(),
+                        m.params_b,
+                        if m.gated {
+                            "  (gated: set HF_TOKEN)"
+                        } else {
+                            ""
+                        }
+                    )
+                };
+                line(out, &text)?;
+            }
+            Ok(())
+        }
         Command::ExportHf {
             model,
             out: dir,
