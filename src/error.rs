@@ -10,6 +10,7 @@ use std::path::PathBuf;
 pub type Result<T> = std::result::Result<T, Error>;
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     #[error("model file or folder not found: {path}\n  hint: pass a GGUF file, a Hugging Face folder (config.json + *.safetensors + tokenizer.json) or a Hub repo id such as HuggingFaceTB/SmolLM2-135M-Instruct; `entropy-lens fetch-models` downloads the two offline defaults")]
     ModelNotFound { path: PathBuf },

@@ -122,7 +122,11 @@ impl Profiler {
         })
     }
 
-    /// Loads `model` (GGUF file, Hugging Face folder or Hub id) with default statistics.
+    /// Loads `model` (GGUF file, Hugging Face folder, registered name or Hub id) with default
+    /// statistics.
+    ///
+    /// # Errors
+    /// Those of [`ModelSource::parse`] and [`crate::model::load()`].
     pub fn load(model: &str, opts: &LoadOptions) -> Result<Self> {
         Self::new(
             load(&ModelSource::parse(model)?, opts)?,

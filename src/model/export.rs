@@ -18,6 +18,10 @@ use super::Architecture;
 use crate::error::{Error, Result};
 
 /// Writes `gguf` as a Hugging Face folder at `out` with `shards` safetensors files.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for zero shards; [`Error::UnknownArchitecture`] for GGUF files other
+/// than llama and gemma3; those of reading the GGUF file; [`Error::Io`] when writing fails.
 pub fn export_gguf_to_hf(gguf: &Path, out: &Path, shards: usize) -> Result<()> {
     if shards == 0 {
         return Err(Error::invalid("shards must be at least 1"));

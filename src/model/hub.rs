@@ -18,6 +18,11 @@ fn offline() -> bool {
 /// Fetches (or finds in the cache) what the runtime needs from a model repository and returns the
 /// snapshot folder holding it: `config.json`, `tokenizer.json`, optional tokenizer/generation
 /// configs and chat template, and the safetensors weights (single file or index + shards).
+///
+/// # Errors
+/// [`Error::Hub`] when a required file is neither cached nor downloadable (offline with
+/// `HF_HUB_OFFLINE`, no network, unknown repository, gated without `HF_TOKEN`); the message says
+/// how to use a local folder instead.
 pub fn snapshot(repo_id: &str, revision: Option<&str>) -> Result<PathBuf> {
     let repo = Repo::with_revision(
         repo_id.to_string(),

@@ -32,7 +32,13 @@ pub enum ModelSource {
 }
 
 impl ModelSource {
-    /// Interprets a user's `--model` value: an existing file or folder, else `owner/name[@rev]`.
+    /// Interprets a user's `--model` value: an existing file (GGUF) or folder (Hugging Face
+    /// layout), a registered short name (`gpt2-medium`, see [`super::registry`]), else a Hub id
+    /// `owner/name[@rev]`.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a folder without `config.json`; [`Error::ModelNotFound`] when the
+    /// value is none of these.
     pub fn parse(spec: &str) -> Result<Self> {
         let path = Path::new(spec);
         if path.is_file() {
@@ -79,6 +85,9 @@ impl ModelSource {
 
     /// The model used when none is given: `$ENTROPY_LENS_MODEL`, else the cached offline SmolLM2,
     /// else the Hub id `HuggingFaceTB/SmolLM2-135M-Instruct`.
+    ///
+    /// # Errors
+    /// Those of [`ModelSource::parse`] for the value of `$ENTROPY_LENS_MODEL`.
     pub fn default_model() -> Result<Self> {
         if let Ok(spec) = std::env::var(ENV_MODEL) {
             if !spec.is_empty() {
@@ -160,7 +169,21 @@ pub struct LoadedModel {
     pub tokenizer: TextTokenizer,
 }
 
-/// Loads a model and its tokenizer.
+/// Loads a model and its tokenizer: the family from the GGUF `general.architecture` or the
+/// `config.json` `model_type` (another `model_type` goes through auto-detection).
+///
+/// # Errors
+/// - [`Error::ModelNotFound`]: the file, `config.json`, `tokenizer.json` or a safetensors shard is
+///   missing;
+/// - [`Error::CorruptGguf`]: the GGUF header cannot be read, or a tensor lies past the file's end;
+/// - [`Error::UnknownArchitecture`]: a GGUF architecture no family reads;
+/// - [`Error::Config`]: a configuration key is missing or of the wrong type, its values are
+///   inconsistent (heads, rotary dimension, layer types), or an auto-detected checkpoint does not
+///   fit (the message names the first thing that does not);
+/// - [`Error::MissingWeight`]: a tensor the configuration implies is absent;
+/// - [`Error::Tokenizer`]: the tokenizer cannot be built;
+/// - [`Error::Hub`]: a Hub repository cannot be fetched (offline, unknown, gated);
+/// - [`Error::InvalidArgument`]: `--dtype q` with safetensors.
 pub fn load(source: &ModelSource, opts: &LoadOptions) -> Result<LoadedModel> {
     match source {
         ModelSource::Gguf(path) => load_gguf(path, source, opts),
@@ -205,6 +228,9 @@ fn load_gguf(path: &Path, source: &ModelSource, opts: &LoadOptions) -> Result<Lo
 pub const GGUF_SUPPORTED: &str = "llama, gemma3, gemma2, qwen2, qwen3, phi3, gpt2";
 
 /// The safetensors files of a Hugging Face folder: the shards named by the index, or the single file.
+///
+/// # Errors
+/// [`Error::Config`] for an unreadable index; [`Error::ModelNotFound`] for a missing shard or file.
 pub fn safetensors_files(folder: &Path) -> Result<Vec<PathBuf>> {
     let index = folder.join("model.safetensors.index.json");
     if index.is_file() {

@@ -3,8 +3,8 @@
 //! A [`Model`] runs a decoder-only transformer block by block and shows the residual stream after
 //! every block (the paper's `resid_post`) to an observer, with a KV cache for generation and a
 //! per-block skip switch (`block(x) = x`, the paper's intervention). The block loop lives once, in
-//! [`decoder`]; a family file ([`families`]) parses its config into the decoder's spec;
-//! [`load`] reads GGUF files or the Hugging Face layout.
+//! `decoder`; a family file ([`families`]) parses its config into the decoder's spec;
+//! [`load()`] reads GGUF files or the Hugging Face layout.
 
 use std::fmt;
 use std::str::FromStr;

@@ -51,6 +51,10 @@ fn tok_err(e: impl std::fmt::Display) -> Error {
 
 impl TextTokenizer {
     /// Builds the tokenizer described by a GGUF header (`tokenizer.ggml.*`).
+    ///
+    /// # Errors
+    /// [`Error::Tokenizer`] for an unsupported tokenizer model or inconsistent tokens, types,
+    /// merges or ids; [`Error::Config`] for metadata of the wrong type.
     pub fn from_gguf(md: &GgufMetadata) -> Result<Self> {
         let doc = gguf_tokenizer_json(md)?;
         let inner: Tokenizer = serde_json::from_value(doc).map_err(|e| {
@@ -79,6 +83,10 @@ impl TextTokenizer {
 
     /// Reads `tokenizer.json`, plus `tokenizer_config.json` (chat template, special tokens) and
     /// the model's `config.json` / `generation_config.json` ids when present.
+    ///
+    /// # Errors
+    /// [`Error::ModelNotFound`] without `tokenizer.json`; [`Error::Tokenizer`] when it cannot be
+    /// parsed; [`Error::Config`] for invalid JSON in the other files.
     pub fn from_hf_folder(folder: &Path) -> Result<Self> {
         let path = folder.join("tokenizer.json");
         if !path.exists() {

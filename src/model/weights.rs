@@ -72,7 +72,7 @@ enum Matrix {
 
 /// A linear layer `y = x Wᵀ (+ b)` over quantized or dense weights, with an optional bias.
 ///
-/// Quantized weights are multiplied exactly (f32 activations, see [`super::qmatmul`]).
+/// Quantized weights are multiplied exactly (f32 activations, see `model/qmatmul.rs`).
 #[derive(Clone, Debug)]
 pub struct Linear {
     weight: Matrix,

@@ -1,10 +1,10 @@
 //! Model families: each file parses its configuration (Hugging Face `config.json`, and the GGUF
-//! header where llama.cpp writes the family) into the decoder's [`DecoderSpec`], and names its
+//! header where llama.cpp writes the family) into the decoder's `DecoderSpec`, and names its
 //! tensors (Hugging Face names, and their llama.cpp GGUF names). The block loop is not here: it
 //! exists once, in `model/decoder.rs`.
 //!
 //! Adding a family: write `families/<name>.rs` with a `pub(crate) const FAMILY: Family`, add a
-//! variant to [`Architecture`] and one line to [`FAMILIES`]. See the README, "Adding a family".
+//! variant to [`Architecture`] and one line to `FAMILIES`. See the README, "Adding a family".
 
 use serde_json::Value;
 
