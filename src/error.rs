@@ -21,7 +21,7 @@ pub enum Error {
     #[error("unsupported model architecture `{architecture}` (supported: {supported})")]
     UnknownArchitecture {
         architecture: String,
-        supported: &'static str,
+        supported: String,
     },
 
     #[error("invalid model configuration: {0}")]

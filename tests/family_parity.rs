@@ -313,3 +313,54 @@ fn models_command_lists_the_registry() {
         .iter()
         .any(|r| r["name"] == "gpt2-xl" && r["hub_id"] == "openai-community/gpt2-xl"));
 }
+
+/// A copy of `family`'s fixture whose tensors are renamed (or dropped) by `rename`.
+fn rewritten(family: &str, rename: impl Fn(&str) -> Option<String>) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let src = fixtures().join(family);
+    let mut tensors = std::collections::HashMap::new();
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.ends_with(".safetensors") {
+            for (k, v) in candle_core::safetensors::load(&path, &candle_core::Device::Cpu).unwrap()
+            {
+                if let Some(new) = rename(&k) {
+                    tensors.insert(new, v);
+                }
+            }
+        } else if name != "model.safetensors.index.json" {
+            std::fs::copy(&path, dir.path().join(&name)).unwrap();
+        }
+    }
+    candle_core::safetensors::save(&tensors, dir.path().join("model.safetensors")).unwrap();
+    dir
+}
+
+#[test]
+fn gpt2_in_the_hubs_unprefixed_layout_matches() {
+    // The Hub's gpt2 checkpoints store the base model's names: `h.0.attn.c_attn.weight`, `wte.weight`.
+    let dir = rewritten("gpt2", |k| {
+        Some(k.strip_prefix("transformer.").unwrap_or(k).to_string())
+    });
+    check(
+        ModelSource::HfFolder(dir.path().to_path_buf()),
+        &reference("gpt2"),
+        Architecture::Gpt2,
+    );
+}
+
+#[test]
+fn an_untied_head_that_is_missing_is_an_error_not_the_embedding() {
+    let dir = rewritten("gpt_neox", |k| {
+        (k != "embed_out.weight").then(|| k.to_string())
+    });
+    let err = match load(
+        &ModelSource::HfFolder(dir.path().to_path_buf()),
+        &LoadOptions::cpu(),
+    ) {
+        Ok(_) => panic!("loaded without its head"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("embed_out.weight"), "{err}");
+}

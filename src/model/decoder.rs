@@ -198,7 +198,7 @@ pub(crate) struct DecoderSpec {
 }
 
 impl DecoderSpec {
-    fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         let (h, kv) = (self.n_heads, self.n_kv_heads);
         if h == 0 || kv == 0 || !h.is_multiple_of(kv) {
             return Err(Error::Config(format!(
@@ -209,6 +209,12 @@ impl DecoderSpec {
             return Err(Error::Config("head_dim must be positive".into()));
         }
         for kind in &self.attention_kinds {
+            if kind.window == Some(0) {
+                return Err(Error::Config(
+                    "a sliding window of 0 positions hides every key; use null for no window"
+                        .into(),
+                ));
+            }
             if let Some(r) = &kind.rotary {
                 if r.dim() == 0 || r.dim() > self.head_dim {
                     return Err(Error::Config(format!(
@@ -495,7 +501,9 @@ impl Decoder {
         let n = &spec.names;
         let embed_tokens = w.embedding(&n.embed)?;
         let positions = n.positions.as_ref().map(|p| w.embedding(p)).transpose()?;
-        let lm_head = if spec.tie_word_embeddings || !w.contains(&format!("{}.weight", n.lm_head)) {
+        // An untied head must be in the checkpoint: running the embedding in its place would give
+        // plausible but wrong distributions.
+        let lm_head = if spec.tie_word_embeddings {
             embed_tokens.as_linear()
         } else {
             w.linear(&n.lm_head)?

@@ -59,7 +59,7 @@ pub fn export_gguf_to_hf(gguf: &Path, out: &Path, shards: usize) -> Result<()> {
         other => {
             return Err(Error::UnknownArchitecture {
                 architecture: format!("{other} (GGUF export)"),
-                supported: "llama, gemma3",
+                supported: "llama, gemma3".into(),
             })
         }
     };

@@ -95,6 +95,17 @@ pub enum RopeScaling {
     },
     /// Per-frequency divisors (llama.cpp's `rope_freqs.weight`).
     Factors(Vec<f32>),
+    /// YaRN: frequencies blended between interpolation (divided by `factor`) and extrapolation
+    /// along a ramp between the correction dimensions of `beta_fast` and `beta_slow`; cos and sin
+    /// scaled by `attention_factor` (Qwen2.5 long-context configs, DeepSeek).
+    Yarn {
+        factor: f64,
+        original_max_position_embeddings: usize,
+        beta_fast: f64,
+        beta_slow: f64,
+        truncate: bool,
+        attention_factor: f64,
+    },
     /// Phi-3's "longrope": per-frequency divisors for short and long sequences (the long ones once
     /// a sequence passes `original_max_position_embeddings`) and a factor on cos and sin.
     LongRope {
@@ -155,6 +166,34 @@ impl Rotary {
                 for (f, d) in inv_freq.iter_mut().zip(factors) {
                     *f /= *d as f64;
                 }
+            }
+            RopeScaling::Yarn {
+                factor,
+                original_max_position_embeddings,
+                beta_fast,
+                beta_slow,
+                truncate,
+                attention_factor: a,
+            } => {
+                let d = dim as f64;
+                let orig = *original_max_position_embeddings as f64;
+                let correction_dim = |rotations: f64| {
+                    d * (orig / (rotations * 2.0 * std::f64::consts::PI)).ln() / (2.0 * base.ln())
+                };
+                let (mut low, mut high) = (correction_dim(*beta_fast), correction_dim(*beta_slow));
+                if *truncate {
+                    (low, high) = (low.floor(), high.ceil());
+                }
+                let (low, mut high) = (low.max(0.0), high.min(d - 1.0));
+                if low == high {
+                    high += 0.001;
+                }
+                for (i, f) in inv_freq.iter_mut().enumerate() {
+                    let ramp = ((i as f64 - low) / (high - low)).clamp(0.0, 1.0);
+                    let extrapolation = 1.0 - ramp;
+                    *f = *f / factor * (1.0 - extrapolation) + *f * extrapolation;
+                }
+                attention_factor = *a as f32;
             }
             RopeScaling::LongRope {
                 short_factor,
@@ -412,6 +451,66 @@ mod tests {
         let expect = (1.0 - smooth) * f[i] as f64 / 8.0 + smooth * f[i] as f64;
         assert!((g[i] as f64 - expect).abs() < 1e-9 * expect.abs().max(1.0));
         assert!(g[i] < f[i] && g[i] > f[i] / 8.0);
+    }
+
+    #[test]
+    fn yarn_matches_transformers() {
+        // transformers 5.24.0 `_compute_yarn_parameters` for head_dim 64, base 1e6, factor 4,
+        // original context 32768 (a Qwen2.5 long-context setting), float32 there.
+        const HF: [f64; 32] = [
+            1.0,
+            0.6493816375732422,
+            0.4216965138912201,
+            0.2738419771194458,
+            0.17782793939113617,
+            0.11547820270061493,
+            0.07498941570520401,
+            0.04869675263762474,
+            0.03162277862429619,
+            0.02053525112569332,
+            0.01333521492779255,
+            0.00865964312106371,
+            0.005154795479029417,
+            0.0030431177001446486,
+            0.0017785303061828017,
+            0.001026617712341249,
+            0.0005833333707414567,
+            0.00032469083089381456,
+            0.0001757068675942719,
+            9.128064994001761e-05,
+            4.4456985051510856e-05,
+            2.8869548259535804e-05,
+            1.8747356079984456e-05,
+            1.2174188668723218e-05,
+            7.905693564680405e-06,
+            5.133812464919174e-06,
+            3.3338035336782923e-06,
+            2.1649109385180054e-06,
+            1.405853367941745e-06,
+            9.129353202297352e-07,
+            5.928434347879374e-07,
+            3.8498163235090033e-07,
+        ];
+        let r = Rotary::new(
+            64,
+            1e6,
+            &RopeScaling::Yarn {
+                factor: 4.0,
+                original_max_position_embeddings: 32768,
+                beta_fast: 32.0,
+                beta_slow: 1.0,
+                truncate: true,
+                attention_factor: 0.1 * 4f64.ln() + 1.0,
+            },
+            false,
+        );
+        for (ours, theirs) in r.inv_freq().iter().zip(HF) {
+            assert!(
+                (*ours as f64 - theirs).abs() <= 2e-7 * theirs,
+                "{ours} vs {theirs}"
+            );
+        }
+        assert!((r.attention_factor as f64 - 1.138629436111989).abs() < 1e-7);
     }
 
     #[test]

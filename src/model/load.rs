@@ -209,7 +209,7 @@ fn load_gguf(path: &Path, source: &ModelSource, opts: &LoadOptions) -> Result<Lo
     let family =
         families::by_gguf_architecture(arch_name).ok_or_else(|| Error::UnknownArchitecture {
             architecture: format!("{arch_name} (GGUF)"),
-            supported: GGUF_SUPPORTED,
+            supported: families::gguf_supported(),
         })?;
     let (Some(from_gguf), Some(names)) = (family.from_gguf, family.gguf_names) else {
         unreachable!("by_gguf_architecture returns families that read GGUF")
@@ -223,9 +223,6 @@ fn load_gguf(path: &Path, source: &ModelSource, opts: &LoadOptions) -> Result<Lo
     let sha256 = super::fingerprint::model_sha256(&[path.to_path_buf()])?;
     assemble(family, spec, &weights, tokenizer, source, opts, sha256)
 }
-
-/// The GGUF architectures that load (llama.cpp's `general.architecture` names).
-pub const GGUF_SUPPORTED: &str = "llama, gemma3, gemma2, qwen2, qwen3, phi3, gpt2";
 
 /// The safetensors files of a Hugging Face folder: the shards named by the index, or the single file.
 ///
@@ -282,7 +279,7 @@ fn load_hf_folder(folder: &Path, source: &ModelSource, opts: &LoadOptions) -> Re
     if model_type == "gemma3" {
         return Err(Error::UnknownArchitecture {
             architecture: "gemma3 (multimodal checkpoint)".into(),
-            supported: "text-only checkpoints: llama, gemma3_text (e.g. google/gemma-3-270m, google/gemma-3-1b-it)",
+            supported: "text-only checkpoints (`gemma3_text`, e.g. google/gemma-3-270m, google/gemma-3-1b-it) and the other families of `entropy-lens models`".into(),
         });
     }
     // A model_type no family claims goes through auto-detection, which names what does not fit.

@@ -53,22 +53,13 @@ pub enum Architecture {
 }
 
 impl Architecture {
-    pub const SUPPORTED: &'static str = "llama (Llama 2/3.x, SmolLM2), gemma, gemma2, gemma3 (text), qwen2 (Qwen2/2.5), qwen3, mistral, phi3 (Phi-3/3.5), gpt2, gpt_neox (Pythia), and other decoders in the Llama module layout (auto-detected)";
+    /// The supported families, as error messages list them.
+    pub fn supported() -> String {
+        families::supported()
+    }
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Architecture::Llama => "llama",
-            Architecture::Gemma3 => "gemma3",
-            Architecture::Gemma => "gemma",
-            Architecture::Gemma2 => "gemma2",
-            Architecture::Qwen2 => "qwen2",
-            Architecture::Qwen3 => "qwen3",
-            Architecture::Mistral => "mistral",
-            Architecture::Phi3 => "phi3",
-            Architecture::Gpt2 => "gpt2",
-            Architecture::GptNeoX => "gpt_neox",
-            Architecture::Auto => "auto",
-        }
+        families::by_architecture(self).map_or("unknown", |f| f.name)
     }
 }
 
@@ -87,7 +78,7 @@ impl FromStr for Architecture {
             .map(|f| f.architecture)
             .ok_or_else(|| Error::UnknownArchitecture {
                 architecture: s.to_string(),
-                supported: Architecture::SUPPORTED,
+                supported: Architecture::supported(),
             })
     }
 }
@@ -301,6 +292,20 @@ mod tests {
         );
         let e = "mamba".parse::<Architecture>().unwrap_err().to_string();
         assert!(e.contains("mamba") && e.contains("gemma3"), "{e}");
+    }
+
+    #[test]
+    fn names_agree_with_serde() {
+        for f in families::FAMILIES {
+            assert_eq!(
+                serde_json::to_value(f.architecture).unwrap(),
+                serde_json::json!(f.name)
+            );
+            if f.architecture != Architecture::Auto {
+                assert_eq!(f.name.parse::<Architecture>().unwrap(), f.architecture);
+            }
+            assert_eq!(f.architecture.as_str(), f.name);
+        }
     }
 
     #[test]

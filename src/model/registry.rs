@@ -1,5 +1,5 @@
-//! The models of the paper, by short name: Hub id, family and size. Experiments take them with
-//! `--models paper`; `--model gpt2-medium` resolves a short name to its Hub repository.
+//! The models of the paper, by short name: Hub id, family and size. `--model gpt2-medium`
+//! resolves a short name to its Hub repository; `entropy-lens models` lists them.
 //!
 //! The paper compares 12 decoder-only models from the GPT-2, Gemma, Llama and Qwen families
 //! (§5.1; it does not list the Qwen sizes: the Qwen2.5 sizes up to its stated 9B are registered

@@ -361,9 +361,15 @@ impl Weights {
                 .dequantize(&self.device)?
                 .to_dtype(dtype)?),
             Store::Safetensors { tensors, .. } => {
-                let t = tensors
-                    .load(full, &self.device)
-                    .map_err(|_| self.missing(full))?;
+                if tensors.get(full).is_err() {
+                    return Err(self.missing(full));
+                }
+                let t = tensors.load(full, &self.device).map_err(|e| {
+                    Error::Config(format!(
+                        "cannot read tensor `{full}` from {}: {e}",
+                        self.store.describe()
+                    ))
+                })?;
                 Ok(t.to_dtype(dtype)?)
             }
         }

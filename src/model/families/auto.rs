@@ -3,6 +3,9 @@
 //! the decoder supports, each read from the tensors present (fused or separate projections,
 //! gated or plain MLP, q/k norms, sandwich norms, LayerNorm or RMSNorm, biases) and from the
 //! config (activation, RoPE, sliding window, soft-caps). Whatever does not fit is named.
+//!
+//! What neither tensors nor config reveal cannot be detected: a Gemma-style `(1 + w)` norm or an
+//! embedding scale looks like a plain RMSNorm here, so such families need a file of their own.
 
 use super::{common, Family, HfConfig};
 use crate::error::{Error, Result};
@@ -12,6 +15,8 @@ use crate::model::Architecture;
 
 pub(crate) const FAMILY: Family = Family {
     architecture: Architecture::Auto,
+    name: "auto",
+    description: "other decoders in the Llama module layout (auto-detected)",
     model_types: &[],
     gguf_architecture: None,
     gguf_names: None,
@@ -28,10 +33,21 @@ const UNSUPPORTED_FLAGS: [&str; 5] = [
     "cross_attention_hidden_size",
 ];
 
+/// Config scalars that change the computation (Granite, MiniCPM, Cohere) unless they are 1.
+const UNSUPPORTED_SCALARS: [&str; 7] = [
+    "embedding_multiplier",
+    "residual_multiplier",
+    "attention_multiplier",
+    "logits_scaling",
+    "scale_emb",
+    "scale_depth",
+    "logit_scale",
+];
+
 fn misfit(what: String) -> Error {
     Error::Config(format!(
         "auto-detected decoder: {what}; supported families: {}",
-        Architecture::SUPPORTED
+        Architecture::supported()
     ))
 }
 
@@ -44,6 +60,17 @@ fn from_hf(c: &HfConfig, w: &Weights) -> Result<DecoderSpec> {
         {
             return Err(misfit(format!(
                 "config.json sets `{flag}: {v}`, which the decoder does not implement"
+            )));
+        }
+    }
+    for key in UNSUPPORTED_SCALARS {
+        if let Some(v) = c
+            .json()
+            .get(key)
+            .filter(|v| !v.is_null() && v.as_f64() != Some(1.0))
+        {
+            return Err(misfit(format!(
+                "config.json sets `{key}: {v}`, a scale the decoder does not apply; this family needs its own file"
             )));
         }
     }

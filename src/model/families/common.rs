@@ -17,6 +17,54 @@ pub(crate) fn rope_scaling(c: &HfConfig, layer_type: Option<&str>) -> Result<Rop
         .get("rope_type")
         .or_else(|| v.get("type"))
         .and_then(|k| k.as_str());
+    // transformers gives the top-level `original_max_position_embeddings` priority, and falls
+    // back to `max_position_embeddings`.
+    let original = || -> Result<usize> {
+        match c.opt_usize("original_max_position_embeddings")? {
+            Some(o) => Ok(o),
+            None => match v
+                .get("original_max_position_embeddings")
+                .and_then(|x| x.as_u64())
+            {
+                Some(o) => Ok(o as usize),
+                None => c.usize("max_position_embeddings"),
+            },
+        }
+    };
+    let num = |key: &str| v.get(key).and_then(|x| x.as_f64());
+    if kind == Some("yarn") {
+        let original = original()?;
+        let factor = match num("factor") {
+            Some(f) => f,
+            None => c.usize("max_position_embeddings")? as f64 / original as f64,
+        };
+        let mscale = |scale: f64, m: f64| {
+            if scale <= 1.0 {
+                1.0
+            } else {
+                0.1 * m * scale.ln() + 1.0
+            }
+        };
+        let attention_factor = match (
+            num("attention_factor"),
+            num("mscale"),
+            num("mscale_all_dim"),
+        ) {
+            (Some(a), _, _) => a,
+            (None, Some(m), Some(all)) if m != 0.0 && all != 0.0 => {
+                mscale(factor, m) / mscale(factor, all)
+            }
+            _ => mscale(factor, 1.0),
+        };
+        return Ok(RopeScaling::Yarn {
+            factor,
+            original_max_position_embeddings: original,
+            beta_fast: num("beta_fast").filter(|b| *b != 0.0).unwrap_or(32.0),
+            beta_slow: num("beta_slow").filter(|b| *b != 0.0).unwrap_or(1.0),
+            truncate: v.get("truncate").and_then(|t| t.as_bool()).unwrap_or(true),
+            attention_factor,
+        });
+    }
     if matches!(kind, Some("longrope" | "su")) {
         let factors = |key: &str| -> Result<Vec<f64>> {
             v.get(key)
@@ -24,13 +72,7 @@ pub(crate) fn rope_scaling(c: &HfConfig, layer_type: Option<&str>) -> Result<Rop
                 .map(|a| a.iter().filter_map(|x| x.as_f64()).collect())
                 .ok_or_else(|| Error::Config(format!("rope_scaling `longrope` needs `{key}`")))
         };
-        let original = match v
-            .get("original_max_position_embeddings")
-            .and_then(|x| x.as_u64())
-        {
-            Some(o) => o as usize,
-            None => c.usize("original_max_position_embeddings")?,
-        };
+        let original = original()?;
         let factor = match v.get("factor").and_then(|x| x.as_f64()) {
             Some(f) => f,
             None => c.usize("max_position_embeddings")? as f64 / original as f64,
@@ -59,7 +101,23 @@ pub(crate) fn rotary(
     layer_type: Option<&str>,
     default_theta: f64,
 ) -> Result<Rotary> {
-    let fraction = c.partial_rotary_factor()?;
+    rotary_with_fraction(
+        c,
+        head_dim,
+        layer_type,
+        default_theta,
+        c.partial_rotary_factor()?,
+    )
+}
+
+/// [`rotary`] over `fraction` of each head.
+pub(crate) fn rotary_with_fraction(
+    c: &HfConfig,
+    head_dim: usize,
+    layer_type: Option<&str>,
+    default_theta: f64,
+    fraction: f64,
+) -> Result<Rotary> {
     if !(fraction > 0.0 && fraction <= 1.0) {
         return Err(Error::Config(format!(
             "partial rotary factor {fraction} must be in (0, 1]"
@@ -73,13 +131,20 @@ pub(crate) fn rotary(
         )));
     }
     let scaling = rope_scaling(c, layer_type)?;
-    if let RopeScaling::LongRope { short_factor, .. } = &scaling {
-        if short_factor.len() != dim / 2 {
-            return Err(Error::Config(format!(
-                "longrope factors have {} entries; the rotary dimension {dim} needs {}",
-                short_factor.len(),
-                dim / 2
-            )));
+    if let RopeScaling::LongRope {
+        short_factor,
+        long_factor,
+        ..
+    } = &scaling
+    {
+        for (name, factors) in [("short_factor", short_factor), ("long_factor", long_factor)] {
+            if factors.len() != dim / 2 {
+                return Err(Error::Config(format!(
+                    "longrope {name} has {} entries; the rotary dimension {dim} needs {}",
+                    factors.len(),
+                    dim / 2
+                )));
+            }
         }
     }
     Ok(Rotary::new(
@@ -187,7 +252,8 @@ pub(crate) fn gguf_to_hf(md: &GgufMetadata, arch: &str) -> Result<serde_json::Va
         "max_position_embeddings": md.usize(&k("context_length"))?,
         "vocab_size": md.vocab_size(&k("vocab_size"))?,
         "tie_word_embeddings": !md.has_tensor("output.weight"),
-        "sliding_window": md.opt_usize(&k("attention.sliding_window"))?,
+        // llama.cpp writes 0 for "no window" (Phi-4 as `phi3`).
+        "sliding_window": md.opt_usize(&k("attention.sliding_window"))?.filter(|&w| w > 0),
         "attn_logit_softcapping": md.opt_f64(&k("attn_logit_softcapping"))?,
         "final_logit_softcapping": md.opt_f64(&k("final_logit_softcapping"))?,
         "bos_token_id": md.opt_u32("tokenizer.ggml.bos_token_id")?,

@@ -10,6 +10,8 @@ use crate::model::Architecture;
 
 pub(crate) const FAMILY: Family = Family {
     architecture: Architecture::Gemma2,
+    name: "gemma2",
+    description: "gemma2 (Gemma 2)",
     model_types: &["gemma2", "Gemma2ForCausalLM"],
     gguf_architecture: Some("gemma2"),
     gguf_names: Some(&GEMMA_SANDWICH_GGUF_NAMES),
@@ -19,13 +21,14 @@ pub(crate) const FAMILY: Family = Family {
 
 fn from_hf(c: &HfConfig, _w: &Weights) -> Result<DecoderSpec> {
     let mut spec = gemma::gemma_base(c, TensorNames::llama().with_sandwich_norms())?;
-    let scalar = c
-        .opt_f64("query_pre_attn_scalar")?
-        .unwrap_or(spec.head_dim as f64);
+    // transformers' Gemma2Config defaults apply to absent keys; `null` turns a cap off.
+    let scalar = c.opt_f64("query_pre_attn_scalar")?.unwrap_or(256.0);
     spec.attention_scale = scalar.powf(-0.5);
-    spec.attention_softcap = c.opt_f64("attn_logit_softcapping")?;
-    spec.final_logit_softcap = c.opt_f64("final_logit_softcapping")?;
-    let window = c.usize("sliding_window")?;
+    spec.attention_softcap = c.f64_or_absent("attn_logit_softcapping", Some(50.0))?;
+    spec.final_logit_softcap = c.f64_or_absent("final_logit_softcapping", Some(30.0))?;
+    let Some(window) = c.usize_or_absent("sliding_window", Some(4096))? else {
+        return Ok(spec);
+    };
     let types = common::layer_types(c, spec.n_layers)?;
     Ok(common::with_sliding_layers(
         spec,

@@ -138,6 +138,8 @@ impl Config {
 
 pub(crate) const FAMILY: Family = Family {
     architecture: Architecture::Gemma3,
+    name: "gemma3",
+    description: "gemma3 (Gemma 3 text)",
     model_types: &["gemma3_text", "Gemma3ForCausalLM"],
     gguf_architecture: Some("gemma3"),
     gguf_names: Some(&GEMMA_SANDWICH_GGUF_NAMES),

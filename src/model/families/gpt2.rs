@@ -12,6 +12,8 @@ use crate::model::Architecture;
 
 pub(crate) const FAMILY: Family = Family {
     architecture: Architecture::Gpt2,
+    name: "gpt2",
+    description: "gpt2 (GPT-2)",
     model_types: &["gpt2", "GPT2LMHeadModel"],
     gguf_architecture: Some("gpt2"),
     gguf_names: Some(&GGUF_NAMES),
@@ -81,7 +83,11 @@ fn from_hf(c: &HfConfig, w: &Weights) -> Result<DecoderSpec> {
         parallel_residual: false,
         conv1d: true,
         embed_scale: None,
-        attention_scale: 1.0 / (head_dim as f64).sqrt(),
+        attention_scale: if c.bool_or("scale_attn_weights", true)? {
+            1.0 / (head_dim as f64).sqrt()
+        } else {
+            1.0
+        },
         attention_softcap: None,
         attention_kinds: vec![AttentionKind {
             rotary: None,

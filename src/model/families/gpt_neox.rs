@@ -10,6 +10,8 @@ use crate::model::Architecture;
 
 pub(crate) const FAMILY: Family = Family {
     architecture: Architecture::GptNeoX,
+    name: "gpt_neox",
+    description: "gpt_neox (GPT-NeoX, Pythia)",
     model_types: &["gpt_neox", "GPTNeoXForCausalLM"],
     gguf_architecture: None,
     gguf_names: None,
@@ -37,6 +39,15 @@ fn from_hf(c: &HfConfig, _w: &Weights) -> Result<DecoderSpec> {
         },
     };
     let mut spec = common::llama_like(c, names)?;
+    // transformers' GPTNeoXConfig defaults: 25 % of each head rotated, base 10000.
+    let fraction = c.opt_partial_rotary_factor()?.unwrap_or(0.25);
+    spec.attention_kinds[0].rotary = Some(common::rotary_with_fraction(
+        c,
+        spec.head_dim,
+        None,
+        10000.0,
+        fraction,
+    )?);
     spec.norm = NormKind::Layer;
     spec.norm_eps = c.opt_f64("layer_norm_eps")?.unwrap_or(1e-5);
     spec.activation = c.activation("gelu")?;

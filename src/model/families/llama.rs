@@ -84,6 +84,8 @@ impl Config {
 
 pub(crate) const FAMILY: Family = Family {
     architecture: Architecture::Llama,
+    name: "llama",
+    description: "llama (Llama 2/3.x, SmolLM2)",
     model_types: &["llama", "LlamaForCausalLM"],
     gguf_architecture: Some("llama"),
     gguf_names: Some(&LLAMA_GGUF_NAMES),

@@ -8,6 +8,8 @@ use crate::model::Architecture;
 
 pub(crate) const FAMILY: Family = Family {
     architecture: Architecture::Mistral,
+    name: "mistral",
+    description: "mistral (Mistral)",
     model_types: &["mistral", "MistralForCausalLM"],
     // llama.cpp writes Mistral checkpoints as `llama`.
     gguf_architecture: None,

@@ -30,6 +30,10 @@ pub mod qwen3;
 /// One model family: how to recognise it and how to read it.
 pub(crate) struct Family {
     pub architecture: Architecture,
+    /// Short name (`Architecture::as_str`, reports, provenance).
+    pub name: &'static str,
+    /// What it covers, for error messages and listings.
+    pub description: &'static str,
     /// Hugging Face `model_type`s and `architectures` class names of the family.
     pub model_types: &'static [&'static str],
     /// GGUF `general.architecture`, where llama.cpp writes the family.
@@ -63,6 +67,25 @@ pub(crate) fn by_model_type(model_type: &str) -> Option<&'static Family> {
     FAMILIES
         .iter()
         .find(|f| f.model_types.contains(&model_type))
+}
+
+/// The families, as listed in error messages.
+pub(crate) fn supported() -> String {
+    FAMILIES
+        .iter()
+        .map(|f| f.description)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The GGUF architectures that load (llama.cpp's `general.architecture` names).
+pub(crate) fn gguf_supported() -> String {
+    FAMILIES
+        .iter()
+        .filter(|f| f.from_gguf.is_some())
+        .filter_map(|f| f.gguf_architecture)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The family of a GGUF `general.architecture`.
@@ -146,6 +169,30 @@ impl HfConfig {
         self.json["model_type"]
             .as_str()
             .or_else(|| self.json["architectures"][0].as_str())
+    }
+
+    /// Whether the config has `key` at all (null included): transformers applies its own default
+    /// only to absent keys, while `null` means "none".
+    pub fn present(&self, key: &str) -> bool {
+        self.json.get(key).is_some()
+    }
+
+    /// `key` as a number when present (null: None), else `default`.
+    pub fn f64_or_absent(&self, key: &str, default: Option<f64>) -> Result<Option<f64>> {
+        if self.present(key) {
+            self.opt_f64(key)
+        } else {
+            Ok(default)
+        }
+    }
+
+    /// `key` as an integer when present (null: None), else `default`.
+    pub fn usize_or_absent(&self, key: &str, default: Option<usize>) -> Result<Option<usize>> {
+        if self.present(key) {
+            self.opt_usize(key)
+        } else {
+            Ok(default)
+        }
     }
 
     fn value(&self, key: &str) -> Option<&Value> {
@@ -237,17 +284,21 @@ impl HfConfig {
 
     /// The fraction of each head that is rotated (1 for full rotary).
     pub fn partial_rotary_factor(&self) -> Result<f64> {
+        Ok(self.opt_partial_rotary_factor()?.unwrap_or(1.0))
+    }
+
+    /// The fraction of each head that is rotated, when the config states it.
+    pub fn opt_partial_rotary_factor(&self) -> Result<Option<f64>> {
         if let Some(f) = self
             .rope_parameters(None)
             .and_then(|p| p.get("partial_rotary_factor"))
             .and_then(Value::as_f64)
         {
-            return Ok(f);
+            return Ok(Some(f));
         }
         Ok(self
             .opt_f64("partial_rotary_factor")?
-            .or(self.opt_f64("rotary_pct")?)
-            .unwrap_or(1.0))
+            .or(self.opt_f64("rotary_pct")?))
     }
 
     /// The RoPE scaling object (`rope_scaling`, or `rope_parameters` when its type is not
@@ -342,6 +393,141 @@ mod tests {
         assert!(e.contains("hidden_size") && e.contains("integer"), "{e}");
         let e = c.usize("num_hidden_layers").unwrap_err().to_string();
         assert!(e.contains("lacks `num_hidden_layers`"), "{e}");
+    }
+
+    /// A weight store with one unrelated tensor: enough for the families that read only the config.
+    fn no_weights() -> (tempfile::TempDir, Weights) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("model.safetensors");
+        let t = candle_core::Tensor::zeros(1, candle_core::DType::F32, &candle_core::Device::Cpu)
+            .unwrap();
+        candle_core::safetensors::save(&std::collections::HashMap::from([("x", t)]), &path)
+            .unwrap();
+        let w = Weights::safetensors(
+            dir.path(),
+            &[path],
+            crate::model::WeightDType::F32,
+            &candle_core::Device::Cpu,
+        )
+        .unwrap();
+        (dir, w)
+    }
+
+    fn spec(arch: Architecture, json: Value) -> Result<DecoderSpec> {
+        let (_dir, w) = no_weights();
+        let mut base = serde_json::json!({"hidden_size": 64, "num_hidden_layers": 30,
+            "num_attention_heads": 4, "vocab_size": 100, "max_position_embeddings": 64});
+        for (k, v) in json.as_object().unwrap() {
+            base[k] = v.clone();
+        }
+        let spec = (by_architecture(arch).unwrap().from_hf)(&HfConfig::new(base), &w)?;
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    #[test]
+    fn absent_keys_take_transformers_defaults_and_null_means_none() {
+        use crate::model::decoder::Activation;
+        // Gemma 2: caps 50 / 30, query scalar 256, window 4096 on even layers.
+        let s = spec(Architecture::Gemma2, serde_json::json!({})).unwrap();
+        assert_eq!(
+            (s.attention_softcap, s.final_logit_softcap),
+            (Some(50.0), Some(30.0))
+        );
+        assert_eq!(s.attention_scale, 1.0 / 16.0);
+        assert_eq!(s.attention_kinds[s.layer_attention[0]].window, Some(4096));
+        assert_eq!(s.attention_kinds[s.layer_attention[1]].window, None);
+        let s = spec(
+            Architecture::Gemma2,
+            serde_json::json!({"attn_logit_softcapping": null, "final_logit_softcapping": null}),
+        )
+        .unwrap();
+        assert_eq!((s.attention_softcap, s.final_logit_softcap), (None, None));
+        // Qwen2 with use_sliding_window: 4096 from layer 28 on.
+        let s = spec(
+            Architecture::Qwen2,
+            serde_json::json!({"use_sliding_window": true}),
+        )
+        .unwrap();
+        let windows: Vec<Option<usize>> = s
+            .layer_attention
+            .iter()
+            .map(|&k| s.attention_kinds[k].window)
+            .collect();
+        assert_eq!(windows[27], None);
+        assert_eq!(windows[28], Some(4096));
+        let s = spec(
+            Architecture::Qwen2,
+            serde_json::json!({"sliding_window": 4096}),
+        )
+        .unwrap();
+        assert!(s.attention_kinds.iter().all(|k| k.window.is_none()));
+        // GPT-NeoX: 25 % of each head rotated unless the config says otherwise.
+        let s = spec(Architecture::GptNeoX, serde_json::json!({})).unwrap();
+        assert_eq!(s.attention_kinds[0].rotary.as_ref().unwrap().dim(), 4);
+        let s = spec(
+            Architecture::GptNeoX,
+            serde_json::json!({"rotary_pct": 1.0}),
+        )
+        .unwrap();
+        assert_eq!(s.attention_kinds[0].rotary.as_ref().unwrap().dim(), 16);
+        // Gemma's `gelu` is the tanh GELU.
+        let s = spec(
+            Architecture::Gemma,
+            serde_json::json!({"hidden_act": "gelu"}),
+        )
+        .unwrap();
+        assert_eq!(s.activation, Activation::GeluTanh);
+        // GPT-2 without score scaling.
+        let s = spec(
+            Architecture::Gpt2,
+            serde_json::json!({"n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 64,
+                               "scale_attn_weights": false}),
+        )
+        .unwrap();
+        assert_eq!(s.attention_scale, 1.0);
+    }
+
+    #[test]
+    fn bad_configs_are_named() {
+        let err = |arch, json| spec(arch, json).unwrap_err().to_string();
+        let e = err(
+            Architecture::Phi3,
+            serde_json::json!({"rope_scaling": {"type": "longrope", "short_factor": [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
+                "long_factor": [1.0, 1.0, 1.0]}, "original_max_position_embeddings": 32}),
+        );
+        assert!(e.contains("long_factor") && e.contains("needs 8"), "{e}");
+        let e = err(
+            Architecture::Mistral,
+            serde_json::json!({"sliding_window": 0}),
+        );
+        assert!(e.contains("sliding window of 0"), "{e}");
+        let e = err(
+            Architecture::Auto,
+            serde_json::json!({"logits_scaling": 8.0}),
+        );
+        assert!(e.contains("logits_scaling"), "{e}");
+        let e = err(
+            Architecture::Llama,
+            serde_json::json!({"partial_rotary_factor": 0.1}),
+        );
+        assert!(e.contains("rotary dimension"), "{e}");
+        let e = err(
+            Architecture::Llama,
+            serde_json::json!({"hidden_act": "relu2"}),
+        );
+        assert!(e.contains("relu2"), "{e}");
+    }
+
+    #[test]
+    fn yarn_configs_load() {
+        let s = spec(
+            Architecture::Qwen2,
+            serde_json::json!({"rope_scaling": {"type": "yarn", "factor": 4.0,
+                "original_max_position_embeddings": 32768}}),
+        )
+        .unwrap();
+        assert!(s.attention_kinds[0].rotary.is_some());
     }
 
     #[test]

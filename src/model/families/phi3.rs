@@ -10,6 +10,8 @@ use crate::model::Architecture;
 
 pub(crate) const FAMILY: Family = Family {
     architecture: Architecture::Phi3,
+    name: "phi3",
+    description: "phi3 (Phi-3, Phi-3.5)",
     model_types: &["phi3", "Phi3ForCausalLM"],
     gguf_architecture: Some("phi3"),
     gguf_names: Some(&GGUF_NAMES),

@@ -10,6 +10,8 @@ use crate::model::Architecture;
 
 pub(crate) const FAMILY: Family = Family {
     architecture: Architecture::Qwen2,
+    name: "qwen2",
+    description: "qwen2 (Qwen2, Qwen2.5)",
     model_types: &["qwen2", "Qwen2ForCausalLM"],
     gguf_architecture: Some("qwen2"),
     gguf_names: Some(&LLAMA_GGUF_NAMES),
@@ -26,13 +28,14 @@ pub(crate) fn qwen_sliding(c: &HfConfig, spec: DecoderSpec) -> Result<DecoderSpe
     if !c.bool_or("use_sliding_window", false)? {
         return Ok(spec);
     }
-    let Some(window) = c.opt_usize("sliding_window")? else {
+    // transformers' defaults when the keys are absent: a 4096-token window from layer 28 on.
+    let Some(window) = c.usize_or_absent("sliding_window", Some(4096))? else {
         return Ok(spec);
     };
     if let Some(types) = common::layer_types(c, spec.n_layers)? {
         return Ok(common::with_sliding_layers(spec, window, |i| types[i]));
     }
-    let first = c.opt_usize("max_window_layers")?.unwrap_or(spec.n_layers);
+    let first = c.opt_usize("max_window_layers")?.unwrap_or(28);
     Ok(common::with_sliding_layers(spec, window, |i| i >= first))
 }
 

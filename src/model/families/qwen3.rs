@@ -9,6 +9,8 @@ use crate::model::Architecture;
 
 pub(crate) const FAMILY: Family = Family {
     architecture: Architecture::Qwen3,
+    name: "qwen3",
+    description: "qwen3 (Qwen3)",
     model_types: &["qwen3", "Qwen3ForCausalLM"],
     gguf_architecture: Some("qwen3"),
     gguf_names: Some(&LLAMA_GGUF_NAMES),
