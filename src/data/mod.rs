@@ -2,6 +2,7 @@
 
 pub mod features;
 pub mod formats;
+pub mod mmlu;
 pub mod tinystories;
 
 pub use features::{read_features, read_labels, write_csv};
