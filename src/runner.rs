@@ -177,9 +177,11 @@ impl Profiler {
     pub fn checked_prompt_ids(&self, req: &ProfileRequest) -> Result<Vec<u32>> {
         let ids = self.prompt_ids(req)?;
         let context = self.model.info().context_length;
-        if ids.len() + req.generate > context {
+        // Saturating: a huge --generate must be refused, not wrap around the check.
+        let requested = ids.len().saturating_add(req.generate);
+        if requested > context {
             return Err(Error::ContextOverflow {
-                requested: ids.len() + req.generate,
+                requested,
                 context_length: context,
                 prompt_tokens: ids.len(),
                 generate: req.generate,

@@ -228,6 +228,9 @@ pub fn knn_cross_validate(
     cfg: &KnnCvConfig,
 ) -> Result<KnnCvResult> {
     check_inputs(x, labels)?;
+    if cfg.k == 0 {
+        return Err(Error::invalid("k must be at least 1 neighbour"));
+    }
     let y = &labels.encoded;
     let c = labels.n_classes();
     let folds = stratified_kfold(y, c, cfg.folds, cfg.seed)?;
@@ -311,6 +314,9 @@ pub fn repeated_split_f1(
     standardize: bool,
 ) -> Result<SplitF1Result> {
     check_inputs(x, labels)?;
+    if k == 0 {
+        return Err(Error::invalid("k must be at least 1 neighbour"));
+    }
     if !(test_fraction > 0.0 && test_fraction < 1.0) {
         return Err(Error::invalid(format!(
             "test fraction must be in (0, 1), got {test_fraction}"

@@ -82,14 +82,27 @@ pub fn read_prompts(path: &Path) -> Result<Vec<String>> {
     let mut prompts = Vec::new();
     for (i, line) in BufReader::new(file).lines().enumerate() {
         let line = line.map_err(|e| Error::io(path, e))?;
+        // Editors on Windows start UTF-8 files with a byte-order mark.
+        let line = if i == 0 {
+            line.trim_start_matches('\u{feff}')
+        } else {
+            line.as_str()
+        };
         if line.trim().is_empty() {
             continue;
         }
-        let p: PromptLine = serde_json::from_str(&line).map_err(|e| Error::MalformedPrompts {
+        let malformed = |reason: String| Error::MalformedPrompts {
             path: path.to_path_buf(),
             line: i + 1,
-            reason: e.to_string(),
-        })?;
+            reason,
+        };
+        // Only an object: serde would read `["text"]` as a struct in field order.
+        let value: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| malformed(e.to_string()))?;
+        if !value.is_object() {
+            return Err(malformed(format!("expected a JSON object, found {value}")));
+        }
+        let p: PromptLine = serde_json::from_value(value).map_err(|e| malformed(e.to_string()))?;
         prompts.push(p.prompt);
     }
     if prompts.is_empty() {

@@ -237,8 +237,25 @@ fn argmax(z: &[f32]) -> Result<(usize, f32)> {
 
 /// The `k` largest logits, descending, smaller ids first among equals.
 fn top_k(z: &[f32], k: usize) -> Vec<(u32, f32)> {
+    // More than the vocabulary is the whole vocabulary (and must not reserve k slots).
+    let k = k.min(z.len());
     if k == 0 {
         return Vec::new();
+    }
+    let by_value_then_id = |a: &(u32, f32), b: &(u32, f32)| {
+        b.1.partial_cmp(&a.1)
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then(a.0.cmp(&b.0))
+    };
+    if k > 64 {
+        // Many tokens: select, then sort (the insertion below is O(vocabulary × k)).
+        let mut all: Vec<(u32, f32)> = z.iter().enumerate().map(|(i, &v)| (i as u32, v)).collect();
+        if k < all.len() {
+            all.select_nth_unstable_by(k - 1, by_value_then_id);
+            all.truncate(k);
+        }
+        all.sort_unstable_by(by_value_then_id);
+        return all;
     }
     let mut best: Vec<(u32, f32)> = Vec::with_capacity(k + 1);
     let mut floor = f32::NEG_INFINITY;
@@ -357,9 +374,14 @@ pub fn row_stats(z: &[f32], spec: &StatSpec, scratch: &mut Scratch) -> Result<Di
             let cut = (spec.support_threshold * s) as f32;
             let n = scratch.e.iter().filter(|&&x| x > cut).count();
             (n.max(1) as f64).ln()
-        } else {
+        } else if (a as f32).is_finite() {
             let (r, _) = exp_pass(z, m, a as f32, None);
             ((r.ln() - a * ln_s) / (1.0 - a)).max(0.0)
+        } else {
+            // α beyond f32: Σ p_i^α = S^-α · #{z_i = m} to double precision, written so that
+            // nothing overflows; it tends to H_∞ = ln S.
+            let ties = z.iter().filter(|&&v| v == m).count().max(1) as f64;
+            (ln_s * (a / (a - 1.0)) - ties.ln() / (a - 1.0)).max(0.0)
         };
         renyi.push(h);
     }
@@ -590,6 +612,15 @@ mod tests {
         assert_eq!(alpha_key(2.0), "2");
         assert_eq!(alpha_key(0.5), "0.5");
         assert_eq!(alpha_key(f64::INFINITY), "inf");
+        // The selection path (k > 64) orders like the insertion path, ties by id.
+        let z: Vec<f32> = (0..500).map(|i| ((i * 37) % 23) as f32 * 0.5).collect();
+        let small = top_k(&z, 64);
+        let large = top_k(&z, 10_000);
+        assert_eq!(large.len(), 500);
+        assert_eq!(&large[..64], &small[..]);
+        assert!(large
+            .windows(2)
+            .all(|w| w[0].1 > w[1].1 || (w[0].1 == w[1].1 && w[0].0 < w[1].0)));
         let nan_row = vec![0.0, f32::NAN];
         assert!(row_stats(&nan_row, &StatSpec::default(), &mut Scratch::default()).is_err());
     }

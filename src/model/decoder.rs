@@ -199,6 +199,11 @@ pub(crate) struct DecoderSpec {
 
 impl DecoderSpec {
     pub(crate) fn validate(&self) -> Result<()> {
+        if self.n_layers == 0 {
+            return Err(Error::Config(
+                "the model has 0 blocks (num_hidden_layers / block_count)".into(),
+            ));
+        }
         let (h, kv) = (self.n_heads, self.n_kv_heads);
         if h == 0 || kv == 0 || !h.is_multiple_of(kv) {
             return Err(Error::Config(format!(

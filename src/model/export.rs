@@ -27,6 +27,12 @@ pub fn export_gguf_to_hf(gguf: &Path, out: &Path, shards: usize) -> Result<()> {
         return Err(Error::invalid("shards must be at least 1"));
     }
     let (content, mut file) = Weights::open_gguf(gguf)?;
+    if shards > content.tensor_infos.len() {
+        return Err(Error::invalid(format!(
+            "{shards} shards for {} tensors: at most one shard per tensor",
+            content.tensor_infos.len()
+        )));
+    }
     let md = GgufMetadata::new(&content);
     let architecture: Architecture = md.str("general.architecture")?.parse()?;
     let tokenizer = TextTokenizer::from_gguf(&md)?;

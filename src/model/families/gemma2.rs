@@ -46,7 +46,13 @@ fn from_gguf(md: &GgufMetadata, w: &Weights) -> Result<DecoderSpec> {
     // 27B model (46 layers), which uses (d / heads)^-½.
     let layers = md.usize("gemma2.block_count")?;
     cfg["query_pre_attn_scalar"] = if layers == 46 {
-        (md.usize("gemma2.embedding_length")? / md.usize("gemma2.attention.head_count")?).into()
+        let heads = md.usize("gemma2.attention.head_count")?;
+        if heads == 0 {
+            return Err(crate::error::Error::Config(
+                "GGUF metadata `gemma2.attention.head_count` is 0".into(),
+            ));
+        }
+        (md.usize("gemma2.embedding_length")? / heads).into()
     } else {
         cfg["head_dim"].clone()
     };

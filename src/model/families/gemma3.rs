@@ -67,6 +67,11 @@ impl Config {
     pub fn from_gguf(md: &GgufMetadata) -> Result<Self> {
         let hidden_size = md.usize("gemma3.embedding_length")?;
         let heads = md.usize("gemma3.attention.head_count")?;
+        if heads == 0 {
+            return Err(Error::Config(
+                "GGUF metadata `gemma3.attention.head_count` is 0".into(),
+            ));
+        }
         let head_dim = md
             .opt_usize("gemma3.attention.key_length")?
             .unwrap_or(hidden_size / heads);
@@ -123,6 +128,11 @@ impl Config {
     }
 
     fn validate(&self) -> Result<()> {
+        if self.sliding_window_pattern == Some(0) {
+            return Err(Error::Config(
+                "sliding_window_pattern must be at least 1 (every n-th layer is global)".into(),
+            ));
+        }
         if let Some(types) = &self.layer_types {
             if types.len() != self.num_hidden_layers {
                 return Err(Error::Config(format!(
@@ -213,5 +223,52 @@ impl Config {
             names,
             config_json: c.json().clone(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use candle_core::quantized::gguf_file::{Content, Value, VersionedMagic};
+
+    use super::*;
+
+    fn header(pairs: &[(&str, Value)]) -> Content {
+        Content {
+            magic: VersionedMagic::GgufV3,
+            metadata: pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect::<HashMap<_, _>>(),
+            tensor_infos: HashMap::new(),
+            tensor_data_offset: 0,
+        }
+    }
+
+    #[test]
+    fn zero_heads_and_zero_pattern_are_errors_not_panics() {
+        let content = header(&[
+            ("gemma3.embedding_length", Value::U32(640)),
+            ("gemma3.attention.head_count", Value::U32(0)),
+            ("gemma3.block_count", Value::U32(18)),
+        ]);
+        let e = Config::from_gguf(&GgufMetadata::new(&content))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("head_count") && e.contains('0'), "{e}");
+
+        let cfg: Config = serde_json::from_value(serde_json::json!({
+            "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 16,
+            "rms_norm_eps": 1e-6, "query_pre_attn_scalar": 16, "sliding_window": 4,
+            "sliding_window_pattern": 0, "max_position_embeddings": 64, "vocab_size": 10
+        }))
+        .unwrap();
+        let e = cfg
+            .spec(&HfConfig::new(serde_json::json!({})))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("sliding_window_pattern"), "{e}");
     }
 }

@@ -1,0 +1,202 @@
+//! Inputs a hostile or careless user gives (issue 10's list): each must end in a clear `error:`
+//! with exit code 1, or in a correct answer; never a panic (101), an abort (134) or a wrong number.
+
+mod common;
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn run(args: &[&str]) -> Output {
+    Command::new(common::cli()).args(args).output().unwrap()
+}
+
+/// Runs a command that must fail with exit code 1 and an error naming `needle`.
+fn fails_with(args: &[&str], needle: &str) {
+    let out = run(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+    assert!(
+        stderr.contains("error") && stderr.contains(needle),
+        "{args:?}: {stderr}"
+    );
+}
+
+fn smollm2() -> String {
+    common::smollm2().to_string_lossy().into_owned()
+}
+
+/// The tiny GPT-2 of the family fixtures (384-token vocabulary, 3 blocks, context 128).
+fn tiny() -> String {
+    std::path::PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap())
+        .join("tests/fixtures/families/gpt2")
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[test]
+fn classify_with_zero_neighbours_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let feats = dir.path().join("f.csv");
+    let labels = dir.path().join("y.txt");
+    std::fs::write(
+        &feats,
+        (0..40)
+            .map(|i| format!("{},{}\n", i % 7, i % 5))
+            .collect::<String>(),
+    )
+    .unwrap();
+    std::fs::write(
+        &labels,
+        (0..40)
+            .map(|i| if i % 2 == 0 { "a\n" } else { "b\n" })
+            .collect::<String>(),
+    )
+    .unwrap();
+    for search in ["brute", "kd_tree"] {
+        fails_with(
+            &[
+                "classify",
+                "--features",
+                feats.to_str().unwrap(),
+                "--labels",
+                labels.to_str().unwrap(),
+                "--k",
+                "0",
+                "--search",
+                search,
+            ],
+            "k must be at least 1",
+        );
+    }
+}
+
+#[test]
+fn huge_generate_is_a_context_error_not_an_overflow() {
+    let model = tiny();
+    for n in ["18446744073709551615", "9223372036854775807"] {
+        fails_with(
+            &[
+                "profile",
+                "--model",
+                &model,
+                "--prompt",
+                "x",
+                "--generate",
+                n,
+            ],
+            "context length",
+        );
+    }
+}
+
+#[test]
+fn top_k_beyond_the_vocabulary_is_the_vocabulary() {
+    let out = run(&[
+        "profile",
+        "--model",
+        &tiny(),
+        "--prompt",
+        "Hello",
+        "--top-k",
+        "1000000000000",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let top = v["positions"][0]["top_k"][0].as_array().unwrap();
+    assert_eq!(top.len(), 384, "the whole vocabulary");
+}
+
+#[test]
+fn enormous_alpha_converges_to_min_entropy() {
+    let out = run(&[
+        "profile",
+        "--model",
+        &tiny(),
+        "--prompt",
+        "Hello",
+        "--alpha",
+        "1e308",
+        "--alpha",
+        "inf",
+        "--alpha",
+        "1e30",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let renyi = &v["positions"][0]["renyi"];
+    let inf = common::f64s(&renyi["inf"]);
+    for alpha in [1e308, 1e30] {
+        let key = entropy_lens::lens::alpha_key(alpha);
+        let big = common::f64s(&renyi[key.as_str()]);
+        assert_eq!(big.len(), inf.len(), "{key}: {renyi}");
+        for (a, b) in big.iter().zip(&inf) {
+            assert!(
+                a.is_finite() && (a - b).abs() < 1e-6,
+                "{key}: {a} vs H_inf {b}"
+            );
+            assert!(*b > 0.0);
+        }
+    }
+}
+
+#[test]
+fn export_refuses_more_shards_than_tensors() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("hf");
+    fails_with(
+        &[
+            "export-hf",
+            "--model",
+            &smollm2(),
+            "--out",
+            out.to_str().unwrap(),
+            "--shards",
+            "1000000000",
+        ],
+        "at most one shard per tensor",
+    );
+    assert!(!out.exists(), "nothing written");
+}
+
+#[test]
+fn prompts_files_with_a_bom_load_and_arrays_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let bom = dir.path().join("bom.jsonl");
+    std::fs::write(&bom, "\u{feff}{\"prompt\": \"Hello\"}\n").unwrap();
+    let out = run(&[
+        "profile",
+        "--model",
+        &tiny(),
+        "--prompts",
+        bom.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let array = dir.path().join("array.jsonl");
+    std::fs::write(&array, "[\"array\"]\n").unwrap();
+    fails_with(
+        &[
+            "profile",
+            "--model",
+            &tiny(),
+            "--prompts",
+            array.to_str().unwrap(),
+        ],
+        "expected a JSON object",
+    );
+}
