@@ -11,6 +11,17 @@
 //! Data flows one way: [`model`] (weights → residual stream per block) → [`lens`] (statistics) →
 //! [`profile`] (per-token profiles) → analysis, plots, CLI and notebooks.
 //!
+//! ## Layers and blocks
+//!
+//! One numbering throughout the crate (profiles, skip API, experiments, charts, CLI): the model's
+//! transformer **blocks are numbered 1..=L**, and **layer ℓ** is the residual stream after block ℓ,
+//! with **layer 0 the embedding output** (measured only when asked: `include_embed`, `--embed`).
+//! In a profile, `shannon[i]` (and every per-layer array) holds layer i + 1 unless layer 0 was
+//! measured, which then comes first. ΔH of block b is H_b − H_{b−1}; block 1's ΔH needs layer 0.
+//! [`model::Model::set_skipped_blocks`] and `--skip` take block numbers, so skipping block b makes
+//! layer b equal layer b − 1; [`profile::blocks_to_skip`] returns them; charts label the x axis
+//! "block" 1..=L; experiment results list blocks (`blocks`, `skipped`) by these numbers.
+//!
 //! ```no_run
 //! use entropy_lens::prelude::*;
 //!

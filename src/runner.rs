@@ -50,6 +50,10 @@ pub struct ProfileRequest {
     /// Also measure layer 0 (the embedding output).
     pub include_embed: bool,
     pub sampling: Sampling,
+    /// Run these token ids instead of tokenizing `prompt` (e.g. `[bos, bos]`, the authors' blank
+    /// prompt in the family experiment); `prompt` is then only a label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_ids: Option<Vec<u32>>,
 }
 
 impl Default for ProfileRequest {
@@ -63,6 +67,7 @@ impl Default for ProfileRequest {
             chat: false,
             include_embed: false,
             sampling: Sampling::default(),
+            token_ids: None,
         }
     }
 }
@@ -154,6 +159,18 @@ impl Profiler {
 
     /// Token ids the request's prompt runs on. An empty prompt runs on BOS alone.
     pub fn prompt_ids(&self, req: &ProfileRequest) -> Result<Vec<u32>> {
+        if let Some(ids) = &req.token_ids {
+            let vocab = self.model.info().vocab_size;
+            if ids.is_empty() {
+                return Err(Error::invalid("the request's token ids are empty"));
+            }
+            if let Some(bad) = ids.iter().find(|&&i| i as usize >= vocab) {
+                return Err(Error::invalid(format!(
+                    "token id {bad} is outside the model's vocabulary of {vocab}"
+                )));
+            }
+            return Ok(ids.clone());
+        }
         let ids = if req.chat {
             // Templates write BOS themselves when the model wants it.
             let text = self.tokenizer.apply_chat_template(&req.prompt)?;
@@ -217,6 +234,25 @@ impl Profiler {
         req: &ProfileRequest,
         progress: Option<&ProgressBar>,
     ) -> Result<EntropyProfile> {
+        Ok(self.run_scored(req, progress)?.0)
+    }
+
+    /// The text the model is given for `req`: the prompt, or the prompt inside the chat template.
+    pub fn model_text(&self, req: &ProfileRequest) -> Result<String> {
+        if req.chat {
+            self.tokenizer.apply_chat_template(&req.prompt)
+        } else {
+            Ok(req.prompt.clone())
+        }
+    }
+
+    /// Runs `req` and also returns the model's own next-token logits after the prompt (the
+    /// distribution the first generated token is chosen from), e.g. to score answer options.
+    pub fn run_scored(
+        &mut self,
+        req: &ProfileRequest,
+        progress: Option<&ProgressBar>,
+    ) -> Result<(EntropyProfile, Vec<f32>)> {
         if req.sampling.temperature < 0.0 || req.sampling.temperature.is_nan() {
             return Err(Error::invalid(format!(
                 "temperature must be ≥ 0, got {}",
@@ -246,6 +282,7 @@ impl Profiler {
         let captured = self.model.forward_capture(&ids, positions)?;
         let first = if req.all_positions { 0 } else { n - 1 };
         let (mut entries, mut logits) = self.measure(&captured, first, req.include_embed)?;
+        let first_logits = logits.clone();
 
         let mut generated: Vec<u32> = Vec::with_capacity(req.generate);
         for step in 0..req.generate {
@@ -273,7 +310,7 @@ impl Profiler {
         }
 
         let all: Vec<u32> = prompt_ids.iter().chain(&generated).copied().collect();
-        Ok(EntropyProfile {
+        let profile = EntropyProfile {
             model: self.model.info().name.clone(),
             prompt: req.prompt.clone(),
             n_layers: self.model.n_layers(),
@@ -284,7 +321,8 @@ impl Profiler {
             top_p: self.lens.spec().top_p,
             positions: entries,
             provenance: Some(self.provenance(req)),
-        })
+        };
+        Ok((profile, first_logits))
     }
 
     /// The settings a profile of `req` is measured with.

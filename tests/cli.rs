@@ -194,18 +194,29 @@ fn skipping_a_block_leaves_the_residual_unchanged() {
     ]));
     let h0 = f64s(&base[0]["positions"][0]["shannon"]);
     let h = f64s(&skipped[0]["positions"][0]["shannon"]);
-    // Blocks before the first skipped one are untouched.
-    for j in 0..5 {
-        assert_eq!(h[j], h0[j], "layer {j}");
+    // `shannon[i]` is layer i + 1 (after block i + 1); blocks before block 5 are untouched.
+    for i in 0..4 {
+        assert_eq!(h[i], h0[i], "layer {}", i + 1);
     }
-    // A skipped block writes nothing: its output equals its input.
-    assert_eq!(h[5], h[4]);
-    assert_eq!(h[12], h[11]);
-    assert_ne!(h[6], h0[6]);
+    // A skipped block writes nothing: layer 5 equals layer 4, layer 12 equals layer 11.
+    assert_eq!(h[4], h[3]);
+    assert_eq!(h[11], h[10]);
+    assert_ne!(h[4], h0[4]);
+    assert_eq!(
+        skipped[0]["provenance"]["skipped_blocks"],
+        serde_json::json!([5, 12])
+    );
     let err = fails(&[
-        "profile", "--model", &model, "--prompt", prompt, "--skip", "30", "--json",
+        "profile", "--model", &model, "--prompt", prompt, "--skip", "31", "--json",
     ]);
-    assert!(err.contains("block 30"), "{err}");
+    assert!(err.contains("block 31") && err.contains("1..=30"), "{err}");
+    let err = fails(&[
+        "profile", "--model", &model, "--prompt", prompt, "--skip", "0", "--json",
+    ]);
+    assert!(
+        err.contains("block 0") && err.contains("embedding"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -588,8 +588,35 @@ fn bad_experiment_arguments_are_clear_errors() {
     let m = s(&model);
     for (args, want) in [
         (
-            vec!["experiment", "mmlu", "--model", m],
-            "validate, tasks or formats",
+            vec!["experiment", "mmmlu", "--model", m],
+            "validate, tasks, formats, mmlu, skip or family",
+        ),
+        (
+            vec!["experiment", "mmlu", "--model", m, "--method", "guess"],
+            "letters or generate",
+        ),
+        (
+            vec!["experiment", "skip", "--model", m, "--protocol", "authors"],
+            "no authors' protocol",
+        ),
+        (
+            vec!["experiment", "skip", "--model", m, "--tokens", "4"],
+            "drop --tokens",
+        ),
+        (
+            vec!["experiment", "tasks", "--model", m, "--style", "humble"],
+            "skip experiment only",
+        ),
+        (
+            vec![
+                "experiment",
+                "mmlu",
+                "--model",
+                m,
+                "--data",
+                "/nonexistent/mmlu.jsonl",
+            ],
+            "not found",
         ),
         (
             vec!["experiment", "tasks", "--model", m, "--scale", "huge"],
@@ -650,4 +677,452 @@ fn bad_experiment_arguments_are_clear_errors() {
         let err = fails(&args);
         assert!(err.contains(want), "{args:?}: {err}");
     }
+}
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/mmlu")
+        .join(name)
+}
+
+fn records(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("records.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn letter_probs(v: &Value) -> [f64; 4] {
+    ["A", "B", "C", "D"].map(|l| num(v, l))
+}
+
+#[test]
+fn mmlu_letter_probabilities_match_transformers_on_both_offline_models() {
+    // tests/fixtures/mmlu/make_letter_probs.py: PyTorch + transformers on the same GGUF files, the
+    // prompts written from Table 8 independently of the crate.
+    let reference = json(&fixture("letter_probs.json"));
+    let questions = fixture("letter_probs_questions.jsonl");
+    let tmp = tempfile::tempdir().unwrap();
+    for model in [common::smollm2(), common::gemma3()] {
+        let name = model.file_stem().unwrap().to_string_lossy().into_owned();
+        let gold = &reference["models"][&name];
+        let dir = tmp.path().join(&name);
+        ok(&[
+            "experiment",
+            "mmlu",
+            "--model",
+            s(&model),
+            "--data",
+            s(&questions),
+            "--tokens",
+            "2",
+            "--k",
+            "1",
+            "--folds",
+            "2",
+            "--out",
+            s(&dir),
+        ]);
+        let result = check_outputs(&dir, 12);
+        assert_eq!(result["method"], "letters");
+        assert_eq!(result["n_questions"], 4);
+        assert_eq!(
+            result["letter_ids"], gold["letter_ids"],
+            "{name}: letter ids"
+        );
+        let recs = records(&dir);
+        let mut correct: std::collections::BTreeMap<String, usize> = Default::default();
+        for g in gold["prompts"].as_array().unwrap() {
+            let r = recs
+                .iter()
+                .find(|r| r["prompt"] == g["prompt"])
+                .unwrap_or_else(|| panic!("{name}: no record has the prompt {}", g["prompt"]));
+            assert_eq!(r["style"], g["style"]);
+            assert_eq!(r["correct"], g["correct"]);
+            assert_eq!(
+                r["id"],
+                format!(
+                    "{}-{}",
+                    g["question"].as_str().unwrap(),
+                    g["style"].as_str().unwrap()
+                )
+            );
+            let (ours, theirs) = (
+                letter_probs(&r["letter_probs"]),
+                letter_probs(&g["letter_probs"]),
+            );
+            for (a, b) in ours.iter().zip(&theirs) {
+                assert!(
+                    (a - b).abs() < 1e-4 + 1e-3 * b,
+                    "{name} {}: {ours:?} vs {theirs:?}",
+                    r["id"]
+                );
+            }
+            // The choice agrees unless the reference's top two are within the tolerance.
+            let mut sorted = theirs;
+            sorted.sort_by(|a, b| b.total_cmp(a));
+            if sorted[0] - sorted[1] > 1e-3 {
+                assert_eq!(r["chosen"], g["chosen"], "{name} {}", r["id"]);
+            }
+            assert_eq!(
+                r["label"],
+                if r["chosen"] == r["correct"] {
+                    "correct"
+                } else {
+                    "wrong"
+                }
+            );
+            *correct
+                .entry(g["style"].as_str().unwrap().to_string())
+                .or_default() += usize::from(r["chosen"] == r["correct"]);
+        }
+        for (style, n) in correct {
+            assert_eq!(
+                num(&result["accuracy_by_style"], &style),
+                n as f64 / 4.0,
+                "{name} {style}"
+            );
+            // 4 answers in 2 folds: the kNN runs only if both outcomes occur at least twice.
+            let s = &result["by_style"][&style];
+            assert_eq!(
+                s["knn_skipped"].is_string(),
+                !(2..=2).contains(&n),
+                "{name} {style}: {s}"
+            );
+        }
+    }
+}
+
+#[test]
+fn mmlu_generate_method_reads_the_first_option_letter_and_flags_the_rest() {
+    let model = common::smollm2();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("gen");
+    ok(&[
+        "experiment",
+        "mmlu",
+        "--model",
+        s(&model),
+        "--data",
+        s(&fixture("letter_probs_questions.jsonl")),
+        "--protocol",
+        "authors",
+        "--k",
+        "1",
+        "--folds",
+        "2",
+        "--out",
+        s(&dir),
+    ]);
+    let result = json(&dir.join("result.json"));
+    assert_eq!(result["method"], "generate");
+    assert_eq!(result["tokens"], 8);
+    let mut flagged = 0;
+    for r in records(&dir) {
+        let text = r["generated"].as_str().unwrap();
+        assert_eq!(text, r["profile"]["generated_text"].as_str().unwrap());
+        assert_eq!(r["profile"]["generated_ids"].as_array().unwrap().len(), 8);
+        let first = text.char_indices().find(|&(i, c)| {
+            let before = text[..i].chars().last();
+            let after = text[i + c.len_utf8()..].chars().next();
+            "ABCD".contains(c)
+                && !before.is_some_and(char::is_alphanumeric)
+                && !after.is_some_and(char::is_alphanumeric)
+        });
+        match first {
+            Some((_, c)) => assert_eq!(r["chosen"], c.to_string(), "{text:?}"),
+            None => {
+                assert!(r["chosen"].is_null() && r["flagged"] == true, "{r}");
+                assert_eq!(r["label"], "wrong");
+                flagged += 1;
+            }
+        }
+    }
+    let total: u64 = ["base", "instruct", "humble"]
+        .iter()
+        .map(|s| result["by_style"][s]["flagged"].as_u64().unwrap())
+        .sum();
+    assert_eq!(total, flagged);
+}
+
+#[test]
+fn skip_ranks_and_skips_blocks_as_transformers_does() {
+    let reference = json(&fixture("letter_probs.json"));
+    let tmp = tempfile::tempdir().unwrap();
+    // The reference's question alone (its Base prompt).
+    let one = tmp.path().join("one.jsonl");
+    let first = std::fs::read_to_string(fixture("letter_probs_questions.jsonl")).unwrap();
+    std::fs::write(&one, first.lines().next().unwrap()).unwrap();
+    for model in [common::smollm2(), common::gemma3()] {
+        let name = model.file_stem().unwrap().to_string_lossy().into_owned();
+        let gold = &reference["models"][&name]["skip"];
+        let l = if name.starts_with("gemma") { 18 } else { 30 };
+        let dir = tmp.path().join(&name);
+        ok(&[
+            "experiment",
+            "skip",
+            "--model",
+            s(&model),
+            "--data",
+            s(&one),
+            "--out",
+            s(&dir),
+        ]);
+        let result = check_outputs(&dir, 1);
+        let rounded: Vec<usize> = [0.1, 0.2, 0.3, 0.4, 0.5]
+            .iter()
+            .map(|f: &f64| ((f * l as f64).round() as usize).max(1))
+            .collect();
+        assert_eq!(result["blocks_skipped"], serde_json::json!(rounded));
+        for c in ["expansion", "pruning", "random"] {
+            assert_eq!(result["curves"][c].as_array().unwrap().len(), 5);
+        }
+        let r = &records(&dir)[0];
+        assert_eq!(r["prompt"], gold["prompt"]);
+        // Layer 0..L entropies at the answer position.
+        let p = &r["profile"]["positions"][0];
+        let mut h = vec![num(&p["embed"], "shannon")];
+        h.extend(common::f64s(&p["shannon"]));
+        let want = common::f64s(&gold["entropy"]);
+        assert_eq!(h.len(), l + 1);
+        for (b, (a, w)) in h.iter().zip(&want).enumerate() {
+            assert!((a - w).abs() < 2e-3, "{name} layer {b}: {a} vs {w}");
+        }
+        let trials = r["trials"].as_array().unwrap();
+        assert_eq!(trials.len(), 15);
+        for (k, strategy) in ["expansion", "pruning"].iter().enumerate() {
+            let t = &trials[k];
+            assert_eq!(t["strategy"], *strategy);
+            assert_eq!(t["fraction"], 0.1);
+            assert_eq!(t["skipped"], gold[strategy]["blocks"], "{name} {strategy}");
+            let (ours, theirs) = (
+                letter_probs(&t["letter_probs"]),
+                letter_probs(&gold[strategy]["letter_probs"]),
+            );
+            for (a, b) in ours.iter().zip(&theirs) {
+                assert!(
+                    (a - b).abs() < 1e-4 + 2e-3 * b,
+                    "{name} {strategy}: {ours:?} vs {theirs:?}"
+                );
+            }
+        }
+        for t in trials {
+            let n = t["skipped"].as_array().unwrap().len();
+            let f = t["fraction"].as_f64().unwrap();
+            assert_eq!(n, ((f * l as f64).round() as usize).max(1));
+            assert!(t["skipped"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|b| (1..=l as u64).contains(&b.as_u64().unwrap())));
+        }
+        assert_eq!(json(&dir.join("index.json"))["layout"]["first_layer"], 0);
+    }
+}
+
+#[test]
+fn a_killed_mmlu_run_resumes_to_a_byte_identical_result() {
+    let model = common::smollm2();
+    let tmp = tempfile::tempdir().unwrap();
+    kill_resume_compare(
+        &[
+            "experiment",
+            "mmlu",
+            "--model",
+            s(&model),
+            "--n",
+            "6",
+            "--tokens",
+            "3",
+            "--k",
+            "1",
+            "--folds",
+            "2",
+        ],
+        tmp.path(),
+        18,
+    );
+}
+
+/// Runs `args` whole and as three shards, merges them, and compares every file.
+fn shards_merge_to_the_whole(args: &[&str], tmp: &Path, total: usize) {
+    let run = |out: &Path, shard: Option<&str>| {
+        let mut a: Vec<&str> = args.to_vec();
+        a.extend(["--out", s(out)]);
+        if let Some(sh) = shard {
+            a.extend(["--shard", sh]);
+        }
+        ok(&a)
+    };
+    let whole = tmp.join("whole");
+    run(&whole, None);
+    let shards: Vec<PathBuf> = (1..=3).map(|i| tmp.join(format!("s{i}"))).collect();
+    for (i, d) in shards.iter().enumerate() {
+        run(d, Some(&format!("{}/3", i + 1)));
+        assert!(!d.join("result.json").exists());
+    }
+    let merged = tmp.join("merged");
+    ok(&[
+        "merge",
+        s(&shards[0]),
+        s(&shards[1]),
+        s(&shards[2]),
+        "--out",
+        s(&merged),
+    ]);
+    for f in ["result.json", "records.jsonl", "profiles.npy", "index.json"] {
+        assert_eq!(read(&whole.join(f)), read(&merged.join(f)), "{f} differs");
+    }
+    check_outputs(&merged, total);
+}
+
+#[test]
+fn skip_and_mmlu_shards_merge_to_the_unsharded_result() {
+    let model = common::smollm2();
+    let tmp = tempfile::tempdir().unwrap();
+    let skip = tmp.path().join("skip");
+    std::fs::create_dir_all(&skip).unwrap();
+    shards_merge_to_the_whole(
+        &["experiment", "skip", "--model", s(&model), "--n", "3"],
+        &skip,
+        3,
+    );
+    let mmlu = tmp.path().join("mmlu");
+    std::fs::create_dir_all(&mmlu).unwrap();
+    shards_merge_to_the_whole(
+        &[
+            "experiment",
+            "mmlu",
+            "--model",
+            s(&model),
+            "--n",
+            "4",
+            "--tokens",
+            "2",
+            "--k",
+            "1",
+            "--folds",
+            "2",
+        ],
+        &mmlu,
+        12,
+    );
+}
+
+#[test]
+fn family_profiles_interpolate_onto_one_depth_axis_and_classify_families() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("family");
+    ok(&[
+        "experiment",
+        "family",
+        "--n",
+        "4",
+        "--tokens",
+        "3",
+        "--out",
+        s(&dir),
+    ]);
+    let result = check_outputs(&dir, 8);
+    let models = result["models"].as_array().unwrap();
+    assert_eq!(models.len(), 2);
+    assert_eq!(models[0]["family"], "llama");
+    assert_eq!(models[0]["n_layers"], 30);
+    assert_eq!(models[1]["family"], "gemma");
+    assert_eq!(models[1]["n_layers"], 18);
+    assert!((0.0..=1.0).contains(&num(&result, "f1_family_mean")));
+    // Both offline models are below 1B: one size bin, no size F1, and the result says why.
+    assert!(result["f1_size_mean"].is_null());
+    assert!(result["notes"].to_string().contains("only one size bin"));
+    let index = json(&dir.join("index.json"));
+    assert_eq!(
+        index["layout"]["axes"],
+        serde_json::json!(["relative_depth"])
+    );
+    assert_eq!(index["layout"]["shape"], serde_json::json!([32]));
+    // Each row: the token-averaged profile, linearly interpolated onto 32 points of [0, 1].
+    let x = entropy_lens::data::read_features(&dir.join("profiles.npy")).unwrap();
+    for (i, r) in records(&dir).iter().enumerate() {
+        let bos = if i < 4 { 1 } else { 2 };
+        assert_eq!(
+            r["profile"]["prompt_ids"],
+            serde_json::json!([bos]),
+            "BOS alone"
+        );
+        assert_eq!(r["label"], if i < 4 { "llama" } else { "gemma" });
+        assert_eq!(r["profile"]["provenance"]["temperature"], 0.7);
+        let pos = r["profile"]["positions"].as_array().unwrap();
+        assert_eq!(pos.len(), 3);
+        let l = pos[0]["shannon"].as_array().unwrap().len();
+        let mean: Vec<f64> = (0..l)
+            .map(|j| {
+                pos.iter()
+                    .map(|p| common::f64s(&p["shannon"])[j])
+                    .sum::<f64>()
+                    / 3.0
+            })
+            .collect();
+        for k in 0..32 {
+            let t = k as f64 / 31.0 * (l - 1) as f64;
+            let j = (t.floor() as usize).min(l - 2);
+            let want = mean[j] + (mean[j + 1] - mean[j]) * (t - j as f64);
+            assert!((x[[i, k]] - want).abs() < 1e-9, "row {i} point {k}");
+        }
+    }
+}
+
+#[test]
+fn family_under_the_authors_protocol_starts_from_two_bos_tokens() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("authors");
+    let smol = common::smollm2();
+    ok(&[
+        "experiment",
+        "family",
+        "--models",
+        s(&smol),
+        "--protocol",
+        "authors",
+        "--n",
+        "2",
+        "--tokens",
+        "2",
+        "--out",
+        s(&dir),
+    ]);
+    let result = json(&dir.join("result.json"));
+    assert!(result["f1_family_mean"].is_null());
+    assert!(result["notes"].to_string().contains("only one family"));
+    for r in records(&dir) {
+        assert_eq!(r["profile"]["prompt_ids"], serde_json::json!([1, 1]));
+    }
+    let err = fails(&["experiment", "family", "--model", s(&smol)]);
+    assert!(err.contains("--models"), "{err}");
+    let err = fails(&[
+        "experiment",
+        "family",
+        "--models",
+        &format!("{},{}", s(&smol), s(&smol)),
+    ]);
+    assert!(err.contains("twice"), "{err}");
+}
+
+#[test]
+fn a_killed_family_run_resumes_and_its_shards_merge() {
+    let tmp = tempfile::tempdir().unwrap();
+    let killed = tmp.path().join("killed");
+    std::fs::create_dir_all(&killed).unwrap();
+    kill_resume_compare(
+        &["experiment", "family", "--n", "4", "--tokens", "3"],
+        &killed,
+        8,
+    );
+    let sharded = tmp.path().join("sharded");
+    std::fs::create_dir_all(&sharded).unwrap();
+    shards_merge_to_the_whole(
+        &["experiment", "family", "--n", "2", "--tokens", "2"],
+        &sharded,
+        4,
+    );
 }

@@ -26,7 +26,7 @@ pub enum Command {
     /// Per-layer lens statistics of prompts and generations (JSON Lines with --json).
     Profile(ProfileArgs),
     /// Run one of the paper's experiments (resumable; --shard i/n for a slice, then `merge`).
-    Experiment(ExperimentArgs),
+    Experiment(Box<ExperimentArgs>),
     /// Join the shard folders of one experiment and compute its result.
     Merge {
         /// Shard folders (written with --shard i/n).
@@ -197,7 +197,7 @@ pub struct ProfileArgs {
     /// Never prepend BOS.
     #[arg(long)]
     pub no_bos: bool,
-    /// Blocks to skip (0-based), comma-separated: their write to the residual stream is zeroed.
+    /// Blocks to skip, numbered 1..=L, comma-separated: their write to the residual stream is zeroed.
     #[arg(long, value_delimiter = ',')]
     pub skip: Vec<usize>,
     /// Print JSON Lines (one object per prompt) instead of a table.
@@ -207,7 +207,7 @@ pub struct ProfileArgs {
 
 #[derive(Args, Debug)]
 pub struct ExperimentArgs {
-    /// validate (Table 1, Fig. 1), tasks (Tables 2 and 5, Fig. 10) or formats (Table 3, Figs. 5 and 9).
+    /// validate (Table 1, Fig. 1), tasks (Tables 2 and 5, Fig. 10), formats (Table 3, Figs. 5 and 9), mmlu (Table 4), skip (Fig. 6) or family (Figs. 3 and 4, Table 6).
     pub experiment: String,
     #[command(flatten)]
     pub model: ModelArgs,
@@ -221,13 +221,13 @@ pub struct ExperimentArgs {
     /// paper (the paper's text) or authors (the authors' released code where it differs).
     #[arg(long, default_value = "paper")]
     pub protocol: String,
-    /// Prompts per class (tasks, formats) or topics (validate).
+    /// Prompts per class (tasks, formats), topics (validate) or MMLU questions (mmlu, skip).
     #[arg(long)]
     pub n: Option<usize>,
     /// Tokens generated per prompt.
     #[arg(long)]
     pub tokens: Option<usize>,
-    /// Stories (tasks: JSON Lines of {"text": ...} or <|endoftext|>-separated) or topics (one per line).
+    /// Stories (tasks: JSON Lines of {"text": ...} or <|endoftext|>-separated), topics (one per line), or MMLU questions (mmlu, skip: JSON Lines or Parquet of cais/mmlu, or a folder holding test.jsonl or all/test-*.parquet).
     #[arg(long)]
     pub data: Option<PathBuf>,
     /// Output folder [default: runs/<experiment>-<model>-<scale>].
@@ -245,6 +245,15 @@ pub struct ExperimentArgs {
     /// Windows of tokens averaged into the features (formats) [default: 8].
     #[arg(long)]
     pub windows: Option<usize>,
+    /// How the answer is read (mmlu): letters (highest probability of A/B/C/D after the prompt; default) or generate (first option letter of a greedy generation; default under --protocol authors).
+    #[arg(long)]
+    pub method: Option<String>,
+    /// Models of the family experiment, comma-separated: registry names (`entropy-lens models`), Hub ids, GGUF files, folders; `paper` = the registry's base models [default: the two offline models].
+    #[arg(long, value_delimiter = ',')]
+    pub models: Vec<String>,
+    /// Prompt style of the skip experiment: base (default), instruct or humble.
+    #[arg(long)]
+    pub style: Option<String>,
     /// Items handed to the profiler at once.
     #[arg(long, default_value_t = 1)]
     pub batch: usize,

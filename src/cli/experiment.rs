@@ -31,6 +31,9 @@ impl ExperimentArgs {
             windows: self.windows,
             top_p: self.stats.top_p,
             support_threshold: self.stats.support_threshold,
+            method: self.method.as_deref().map(str::parse).transpose()?,
+            style: self.style.as_deref().map(str::parse).transpose()?,
+            models: (!self.models.is_empty()).then(|| self.models.clone()),
         };
         let opts = RunOptions {
             out: self.out.clone(),

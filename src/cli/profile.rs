@@ -163,6 +163,7 @@ pub fn profile(
                 top_p: opts.sample_top_p,
                 seed: opts.seed,
             },
+            token_ids: None,
         })
         .collect();
     // Fail before any work when a prompt cannot fit the context.

@@ -228,24 +228,40 @@ pub fn read_parquet(path: &Path) -> Result<Vec<Question>> {
     questions_from_rows(rows, &what)
 }
 
+/// The embedded sample: the first 4 questions of each of the 57 subjects of the test split (228),
+/// in the test split's order, for smoke runs without a download.
+pub const SAMPLE_QUESTIONS: &str = include_str!("../../data/mmlu_test_sample.jsonl");
+
+/// The embedded sample's questions (ids `<subject>/<n>` as in the full test split: n < 4).
+pub fn sample_questions() -> Result<Vec<Question>> {
+    parse_jsonl(SAMPLE_QUESTIONS, "embedded:data/mmlu_test_sample.jsonl")
+}
+
+/// The file a local path stands for: the path itself, or in a folder `test.jsonl` or the Hub's
+/// `all/test-00000-of-00001.parquet`.
+pub fn resolve_file(path: &Path) -> Result<PathBuf> {
+    if !path.is_dir() {
+        return Ok(path.to_path_buf());
+    }
+    for candidate in [
+        path.join("test.jsonl"),
+        path.join("all").join(hub_file("test")),
+    ] {
+        if candidate.is_file() {
+            return Ok(candidate);
+        }
+    }
+    Err(Error::Data(format!(
+        "{} holds neither test.jsonl nor all/{}",
+        path.display(),
+        hub_file("test")
+    )))
+}
+
 /// Loads questions from a local path: a `.jsonl` / `.json` file, a `.parquet` file, or a folder in
 /// the Hub's layout of `cais/mmlu` holding `all/test-*.parquet` (or `test.jsonl`).
 pub fn load(path: &Path) -> Result<Vec<Question>> {
-    if path.is_dir() {
-        for candidate in [
-            path.join("test.jsonl"),
-            path.join("all").join(hub_file("test")),
-        ] {
-            if candidate.is_file() {
-                return load(&candidate);
-            }
-        }
-        return Err(Error::Data(format!(
-            "{} holds neither test.jsonl nor all/{}",
-            path.display(),
-            hub_file("test")
-        )));
-    }
+    let path = &resolve_file(path)?;
     if path.extension().is_some_and(|e| e == "parquet") {
         return read_parquet(path);
     }

@@ -11,7 +11,8 @@ use crate::error::{Error, Result};
 use crate::profile::Aggregation;
 
 /// How a row of `profiles.npy` is laid out (stored in `index.json`): the row is the C-order
-/// flattening of an array of `shape` along `axes`; `layer` j is the residual after block j + 1.
+/// flattening of an array of `shape` along `axes`; entry j of the `layer` axis is layer
+/// `first_layer + j` (layer ℓ: the residual after block ℓ; layer 0: the embedding output).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FeatureLayout {
     /// e.g. `["token", "layer"]`, `["layer"]`, `["alpha", "window", "layer"]`.
@@ -24,6 +25,18 @@ pub struct FeatureLayout {
     pub alphas: Vec<String>,
     /// How the per-token profiles were combined: `concat`, `mean` or `windows`.
     pub aggregation: Aggregation,
+    /// The layer of the first entry along `layer`: 1 (the first block's output), or 0 where the
+    /// embedding output was measured.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub first_layer: usize,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn is_one(x: &usize) -> bool {
+    *x == 1
 }
 
 impl FeatureLayout {
@@ -45,6 +58,7 @@ impl FeatureLayout {
             statistic: statistic.into(),
             alphas: Vec::new(),
             aggregation,
+            first_layer: 1,
         }
     }
 

@@ -15,8 +15,10 @@ use crate::model::{ModelInfo, WeightDType};
 use crate::profile::provenance::CRATE_VERSION;
 use crate::profile::Aggregation;
 
+use super::choice::AnswerMethod;
 use super::data::DataIdentity;
-use super::{formats, tasks, validate};
+use super::{family, formats, mmlu, skip, tasks, validate};
+use crate::data::mmlu::PromptStyle;
 
 /// The experiments of the paper this crate runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -28,13 +30,22 @@ pub enum ExperimentKind {
     Tasks,
     /// Table 3, Figures 5 and 9: output formats, Rényi entropies.
     Formats,
+    /// Table 4: MMLU accuracy and correct-vs-wrong separability per prompt style.
+    Mmlu,
+    /// Figure 6: MMLU accuracy with the blocks of largest entropy increase or decrease skipped.
+    Skip,
+    /// Figures 3 and 4, Table 6: model families and sizes from blank-prompt profiles.
+    Family,
 }
 
 impl ExperimentKind {
-    pub const ALL: [ExperimentKind; 3] = [
+    pub const ALL: [ExperimentKind; 6] = [
         ExperimentKind::Validate,
         ExperimentKind::Tasks,
         ExperimentKind::Formats,
+        ExperimentKind::Mmlu,
+        ExperimentKind::Skip,
+        ExperimentKind::Family,
     ];
 
     pub fn name(self) -> &'static str {
@@ -42,6 +53,9 @@ impl ExperimentKind {
             ExperimentKind::Validate => "validate",
             ExperimentKind::Tasks => "tasks",
             ExperimentKind::Formats => "formats",
+            ExperimentKind::Mmlu => "mmlu",
+            ExperimentKind::Skip => "skip",
+            ExperimentKind::Family => "family",
         }
     }
 }
@@ -54,7 +68,7 @@ impl FromStr for ExperimentKind {
             .find(|k| k.name() == s)
             .ok_or_else(|| {
                 Error::invalid(format!(
-                    "unknown experiment `{s}` (expected validate, tasks or formats)"
+                    "unknown experiment `{s}` (expected validate, tasks, formats, mmlu, skip or family)"
                 ))
             })
     }
@@ -159,6 +173,13 @@ pub struct Plan {
     pub top_p: Option<f64>,
     /// Threshold of the α = 0 support count.
     pub support_threshold: Option<f64>,
+    /// How the answer is read (mmlu): `letters` (paper) or `generate` (authors).
+    pub method: Option<AnswerMethod>,
+    /// Prompt style of the skip experiment (default Base).
+    pub style: Option<PromptStyle>,
+    /// Models of the family experiment (registry names, Hub ids, files, folders; `paper`: the
+    /// registry's base models); `None`: the two offline models.
+    pub models: Option<Vec<String>>,
 }
 
 impl Plan {
@@ -183,6 +204,9 @@ impl Plan {
             windows: None,
             top_p: None,
             support_threshold: None,
+            method: None,
+            style: None,
+            models: None,
         }
     }
 
@@ -234,6 +258,11 @@ impl Plan {
                     "validate has no authors' protocol: the authors released no code for C1 and C2; use --protocol paper",
                 ))
             }
+            (ExperimentKind::Skip, Protocol::Authors) => {
+                return Err(Error::invalid(
+                    "skip has no authors' protocol: the authors released no code for layer skipping; use --protocol paper",
+                ))
+            }
             (ExperimentKind::Formats, Protocol::Authors) => {
                 return Err(Error::invalid(
                     "formats has no authors' protocol: the authors' generation is the paper's (greedy, 256 tokens, 8 windows), and their released classifier scores accuracy with k = 3/5/7 on unshuffled folds, not Table 3's ROC-AUC (docs/results.md); use --protocol paper",
@@ -247,7 +276,28 @@ impl Plan {
             }
             ExperimentKind::Tasks => ExperimentSpec::Tasks(tasks::TasksSpec::new(self)?),
             ExperimentKind::Formats => ExperimentSpec::Formats(formats::FormatsSpec::new(self)?),
+            ExperimentKind::Mmlu => ExperimentSpec::Mmlu(mmlu::MmluSpec::new(self)?),
+            ExperimentKind::Skip => ExperimentSpec::Skip(skip::SkipSpec::new(self)?),
+            ExperimentKind::Family => ExperimentSpec::Family(family::FamilySpec::new(self)?),
         };
+        if self.models.is_some() && self.kind != ExperimentKind::Family {
+            return Err(Error::invalid(
+                "--models applies to the family experiment only; give one model with --model",
+            ));
+        }
+        if self.model.is_some() && self.kind == ExperimentKind::Family {
+            return Err(Error::invalid(
+                "family compares several models: list them with --models a,b,... (not --model)",
+            ));
+        }
+        if self.method.is_some() && self.kind != ExperimentKind::Mmlu {
+            return Err(Error::invalid(
+                "--method applies to the mmlu experiment only",
+            ));
+        }
+        if self.style.is_some() && self.kind != ExperimentKind::Skip {
+            return Err(Error::invalid("--style applies to the skip experiment only (mmlu asks every question in all three styles)"));
+        }
         Ok(spec)
     }
 
@@ -332,6 +382,9 @@ pub enum ExperimentSpec {
     Validate(validate::ValidateSpec),
     Tasks(tasks::TasksSpec),
     Formats(formats::FormatsSpec),
+    Mmlu(mmlu::MmluSpec),
+    Skip(skip::SkipSpec),
+    Family(family::FamilySpec),
 }
 
 impl ExperimentSpec {
@@ -340,15 +393,21 @@ impl ExperimentSpec {
             ExperimentSpec::Validate(_) => ExperimentKind::Validate,
             ExperimentSpec::Tasks(_) => ExperimentKind::Tasks,
             ExperimentSpec::Formats(_) => ExperimentKind::Formats,
+            ExperimentSpec::Mmlu(_) => ExperimentKind::Mmlu,
+            ExperimentSpec::Skip(_) => ExperimentKind::Skip,
+            ExperimentSpec::Family(_) => ExperimentKind::Family,
         }
     }
 
-    /// Tokens generated per prompt.
+    /// Tokens generated per prompt (skip: none, the answer is read after the prompt).
     pub fn tokens(&self) -> usize {
         match self {
             ExperimentSpec::Validate(s) => s.tokens,
             ExperimentSpec::Tasks(s) => s.tokens,
             ExperimentSpec::Formats(s) => s.tokens,
+            ExperimentSpec::Mmlu(s) => s.tokens,
+            ExperimentSpec::Skip(_) => 0,
+            ExperimentSpec::Family(s) => s.tokens,
         }
     }
 }
@@ -497,11 +556,11 @@ mod tests {
         for k in ExperimentKind::ALL {
             assert_eq!(k.name().parse::<ExperimentKind>().unwrap(), k);
         }
-        assert!("mmlu"
+        assert!("families"
             .parse::<ExperimentKind>()
             .unwrap_err()
             .to_string()
-            .contains("validate, tasks or formats"));
+            .contains("validate, tasks, formats, mmlu, skip or family"));
         assert_eq!("authors".parse::<Protocol>().unwrap(), Protocol::Authors);
         assert!("large".parse::<Scale>().is_err());
     }

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::config::{ExperimentKind, Plan, Scale};
+use crate::data::mmlu::{self, Question};
 use crate::data::{formats, tinystories};
 use crate::error::Result;
 
@@ -27,7 +28,10 @@ pub struct LoadedData {
     pub identity: DataIdentity,
     /// A file path, `embedded:…` or `hub:…`.
     pub source: String,
+    /// Stories or topics (validate, tasks, formats).
     pub records: Vec<String>,
+    /// MMLU questions (mmlu, skip).
+    pub questions: Vec<Question>,
 }
 
 fn digest(bytes: &[u8]) -> String {
@@ -46,6 +50,20 @@ fn loaded(dataset: &str, source: String, bytes: &[u8], records: Vec<String>) -> 
         },
         source,
         records,
+        questions: Vec::new(),
+    }
+}
+
+fn loaded_questions(source: String, bytes: &[u8], questions: Vec<Question>) -> LoadedData {
+    LoadedData {
+        identity: DataIdentity {
+            dataset: "mmlu".into(),
+            sha256: digest(bytes),
+            records: questions.len(),
+        },
+        source,
+        records: Vec::new(),
+        questions,
     }
 }
 
@@ -55,9 +73,39 @@ fn read(path: &Path) -> Result<Vec<u8>> {
 
 /// Loads what `plan` runs on: TinyStories for `tasks` (a given file; else the embedded 60-story
 /// sample at smoke scale, the Hub's validation split at paper scale), topics for `validate` and
-/// `formats` (a given file, else the committed 150 topics).
+/// `formats` (a given file, else the committed 150 topics), MMLU questions for `mmlu` and `skip`
+/// (a given JSON Lines or Parquet file or folder; else the embedded 228-question sample at smoke
+/// scale, the Hub's `cais/mmlu` test split at paper scale).
 pub fn load_data(plan: &Plan) -> Result<LoadedData> {
     match plan.kind {
+        ExperimentKind::Family => Err(crate::Error::invalid(
+            "family runs on a blank prompt and loads no data; drop --data",
+        )),
+        ExperimentKind::Mmlu | ExperimentKind::Skip => match (&plan.data, plan.scale) {
+            (Some(path), _) => {
+                let file = mmlu::resolve_file(path)?;
+                // Parsed first: a missing file gets the MMLU loader's message and hint.
+                let questions = mmlu::load(&file)?;
+                Ok(loaded_questions(
+                    file.display().to_string(),
+                    &read(&file)?,
+                    questions,
+                ))
+            }
+            (None, Scale::Smoke) => Ok(loaded_questions(
+                "embedded:data/mmlu_test_sample.jsonl".into(),
+                mmlu::SAMPLE_QUESTIONS.as_bytes(),
+                mmlu::sample_questions()?,
+            )),
+            (None, Scale::Paper) => {
+                let path = mmlu::hub_path("test")?;
+                Ok(loaded_questions(
+                    format!("hub:{}/all/{}", mmlu::HUB_DATASET, mmlu::hub_file("test")),
+                    &read(&path)?,
+                    mmlu::read_parquet(&path)?,
+                ))
+            }
+        },
         ExperimentKind::Tasks => match (&plan.data, plan.scale) {
             (Some(path), _) => Ok(loaded(
                 "tinystories",

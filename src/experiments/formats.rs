@@ -152,6 +152,7 @@ pub fn finish(
         statistic: "renyi".into(),
         alphas: spec.alphas.clone(),
         aggregation: Aggregation::Windows(w),
+        first_layer: 1,
     };
     if orders == [1.0] {
         layout.statistic = "shannon".into();

@@ -13,19 +13,26 @@
 //! | [`validate`] | Table 1, Figure 1 | [`validate::ValidateResult`] |
 //! | [`tasks`] | Table 2, Table 5, Figure 10 | [`tasks::TasksResult`] |
 //! | [`formats`] | Table 3, Figures 5 and 9 | [`formats::FormatsResult`] |
+//! | [`mmlu`] | Table 4 | [`mmlu::MmluResult`] |
+//! | [`skip`] | Figure 6 | [`skip::SkipResult`] |
+//! | [`family`] | Figures 3 and 4, Table 6 | [`family::FamilyResult`] |
 
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+pub mod choice;
 pub mod common;
 pub mod config;
 pub mod data;
+pub mod family;
 pub mod formats;
+pub mod mmlu;
 pub mod paper;
 pub mod progress;
 pub mod report;
 mod run;
+pub mod skip;
 pub mod store;
 pub mod tasks;
 pub mod validate;
@@ -41,12 +48,16 @@ use crate::error::{Error, Result};
 use crate::plots::Chart;
 use store::{write_atomic, write_npy, INDEX_FILE, PROFILES_FILE, REPORT_FILE, RESULT_FILE};
 
-/// The deterministic work items of `cfg`, from its stories or topics.
-pub fn items(cfg: &ExperimentConfig, data: &[String]) -> Result<Vec<WorkItem>> {
+/// The deterministic work items of `cfg`, from its stories, topics or questions.
+pub fn items(cfg: &ExperimentConfig, data: &data::LoadedData) -> Result<Vec<WorkItem>> {
+    let texts = &data.records;
     match &cfg.spec {
-        ExperimentSpec::Validate(s) => validate::items(s, data),
-        ExperimentSpec::Tasks(s) => tasks::items(s, cfg.protocol, cfg.seed, data),
-        ExperimentSpec::Formats(s) => formats::items(s, data),
+        ExperimentSpec::Validate(s) => validate::items(s, texts),
+        ExperimentSpec::Tasks(s) => tasks::items(s, cfg.protocol, cfg.seed, texts),
+        ExperimentSpec::Formats(s) => formats::items(s, texts),
+        ExperimentSpec::Mmlu(s) => mmlu::items(s, cfg.seed, &data.questions),
+        ExperimentSpec::Skip(s) => skip::items(s, cfg.seed, &data.questions),
+        ExperimentSpec::Family(s) => Ok(family::items(s)),
     }
 }
 
@@ -56,6 +67,10 @@ pub fn stat_spec(cfg: &ExperimentConfig) -> Result<crate::lens::StatSpec> {
         ExperimentSpec::Validate(_) => validate::stat_spec(cfg),
         ExperimentSpec::Tasks(_) => tasks::stat_spec(cfg),
         ExperimentSpec::Formats(s) => formats::stat_spec(cfg, s),
+        // Shannon only.
+        ExperimentSpec::Mmlu(_) | ExperimentSpec::Skip(_) | ExperimentSpec::Family(_) => {
+            cfg.stats.stat_spec(&[])
+        }
     }
 }
 
@@ -63,7 +78,11 @@ pub fn stat_spec(cfg: &ExperimentConfig) -> Result<crate::lens::StatSpec> {
 /// fewer members than folds, or k larger than a training fold).
 pub fn check_feasible(cfg: &ExperimentConfig, items: &[WorkItem]) -> Result<()> {
     let (knn, ks) = match &cfg.spec {
-        ExperimentSpec::Validate(_) => return Ok(()),
+        // Correctness labels are known only after the run; `finish` says when a class is too small.
+        ExperimentSpec::Validate(_)
+        | ExperimentSpec::Mmlu(_)
+        | ExperimentSpec::Skip(_)
+        | ExperimentSpec::Family(_) => return Ok(()),
         ExperimentSpec::Tasks(s) => (&s.knn, vec![s.knn.k, s.subset_k]),
         ExperimentSpec::Formats(s) => (&s.knn, vec![s.knn.k]),
     };
@@ -97,6 +116,9 @@ pub enum Outcome {
     Validate(validate::ValidateResult),
     Tasks(Box<tasks::TasksResult>),
     Formats(formats::FormatsResult),
+    Mmlu(Box<mmlu::MmluResult>),
+    Skip(Box<skip::SkipResult>),
+    Family(Box<family::FamilyResult>),
 }
 
 impl Outcome {
@@ -105,6 +127,9 @@ impl Outcome {
             Outcome::Validate(_) => ExperimentKind::Validate,
             Outcome::Tasks(_) => ExperimentKind::Tasks,
             Outcome::Formats(_) => ExperimentKind::Formats,
+            Outcome::Mmlu(_) => ExperimentKind::Mmlu,
+            Outcome::Skip(_) => ExperimentKind::Skip,
+            Outcome::Family(_) => ExperimentKind::Family,
         }
     }
 
@@ -128,6 +153,9 @@ impl Outcome {
             ExperimentKind::Validate => Outcome::Validate(serde_json::from_str(text)?),
             ExperimentKind::Tasks => Outcome::Tasks(serde_json::from_str(text)?),
             ExperimentKind::Formats => Outcome::Formats(serde_json::from_str(text)?),
+            ExperimentKind::Mmlu => Outcome::Mmlu(serde_json::from_str(text)?),
+            ExperimentKind::Skip => Outcome::Skip(serde_json::from_str(text)?),
+            ExperimentKind::Family => Outcome::Family(serde_json::from_str(text)?),
         })
     }
 
@@ -158,6 +186,9 @@ impl Outcome {
             Outcome::Validate(r) => r.tables(),
             Outcome::Tasks(r) => r.tables(),
             Outcome::Formats(r) => r.tables(),
+            Outcome::Mmlu(r) => r.tables(),
+            Outcome::Skip(r) => r.tables(),
+            Outcome::Family(r) => r.tables(),
         }
     }
 
@@ -167,6 +198,9 @@ impl Outcome {
             Outcome::Validate(r) => r.charts(),
             Outcome::Tasks(r) => r.charts(),
             Outcome::Formats(r) => r.charts(),
+            Outcome::Mmlu(r) => r.charts(),
+            Outcome::Skip(r) => r.charts(),
+            Outcome::Family(r) => r.charts(),
         }
     }
 
@@ -235,6 +269,36 @@ pub fn compare(outcomes: &[Outcome]) -> Result<Vec<Table>> {
                 })
                 .collect();
             vec![formats::FormatsResult::comparison(&rs)]
+        }
+        Outcome::Mmlu(_) => {
+            let rs: Vec<&mmlu::MmluResult> = outcomes
+                .iter()
+                .filter_map(|o| match o {
+                    Outcome::Mmlu(r) => Some(r.as_ref()),
+                    _ => None,
+                })
+                .collect();
+            vec![mmlu::MmluResult::comparison(&rs)]
+        }
+        Outcome::Skip(_) => {
+            let rs: Vec<&skip::SkipResult> = outcomes
+                .iter()
+                .filter_map(|o| match o {
+                    Outcome::Skip(r) => Some(r.as_ref()),
+                    _ => None,
+                })
+                .collect();
+            vec![skip::SkipResult::comparison(&rs)]
+        }
+        Outcome::Family(_) => {
+            let rs: Vec<&family::FamilyResult> = outcomes
+                .iter()
+                .filter_map(|o| match o {
+                    Outcome::Family(r) => Some(r.as_ref()),
+                    _ => None,
+                })
+                .collect();
+            vec![family::FamilyResult::comparison(&rs)]
         }
     })
 }
@@ -309,6 +373,18 @@ pub fn finish(dir: &Path) -> Result<Outcome> {
         ExperimentSpec::Formats(s) => {
             let (r, f) = formats::finish(cfg, s, &records)?;
             (Outcome::Formats(r), f)
+        }
+        ExperimentSpec::Mmlu(s) => {
+            let (r, f) = mmlu::finish(cfg, s, &records)?;
+            (Outcome::Mmlu(Box::new(r)), f)
+        }
+        ExperimentSpec::Skip(s) => {
+            let (r, f) = skip::finish(cfg, s, &records)?;
+            (Outcome::Skip(Box::new(r)), f)
+        }
+        ExperimentSpec::Family(s) => {
+            let (r, f) = family::finish(cfg, s, &records)?;
+            (Outcome::Family(Box::new(r)), f)
         }
     };
     write_npy(

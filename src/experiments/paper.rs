@@ -36,3 +36,18 @@ pub const TABLE5_SUBSETS: [(&str, f64, f64); 5] = [
     ("first+middle+last", 86.13, 1.41),
     ("all", 90.49, 1.76),
 ];
+
+/// Table 4 (instruction-tuned Llama and Gemma): model, prompt style, LLM accuracy (%), kNN ROC-AUC
+/// (%) correct vs wrong, std.
+pub const TABLE4_MMLU: [(&str, &str, f64, f64, f64); 6] = [
+    ("Llama", "base", 50.89, 73.61, 1.52),
+    ("Llama", "humble", 58.51, 69.90, 1.06),
+    ("Llama", "instruct", 60.62, 67.23, 1.62),
+    ("Gemma", "base", 56.10, 71.88, 1.63),
+    ("Gemma", "humble", 54.71, 72.78, 1.15),
+    ("Gemma", "instruct", 56.38, 68.36, 1.23),
+];
+
+/// Table 6: kNN (k = 3) macro F1 (%) over 10 random 50/50 splits: task, mean, std.
+pub const TABLE6_F1: [(&str, f64, f64); 2] =
+    [("model family", 97.99, 0.66), ("model size", 96.31, 0.87)];

@@ -4,11 +4,13 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use super::config::{Plan, Protocol};
+use super::choice::LetterTokens;
+use super::config::{ExperimentSpec, Plan, Protocol};
 use super::data::load_data;
 use super::progress::{format_secs, Progress, ProgressMode};
 use super::store::{OutputDir, Record, RunContext, Shard, WorkItem};
 use super::{finish, items, stat_spec, ExperimentConfig, Outcome};
+use super::{mmlu, skip};
 use crate::error::{Error, Result};
 use crate::model::{load, parse_device, LoadOptions, ModelSource};
 use crate::runner::{device_name, ProfileRequest, Profiler, Sampling};
@@ -93,19 +95,24 @@ fn request(cfg: &ExperimentConfig, item: &WorkItem) -> ProfileRequest {
         all_positions: false,
         add_bos: g.add_bos,
         chat: g.chat,
-        include_embed: false,
+        // skip ranks block 1 by its ΔH against the embedding output.
+        include_embed: matches!(cfg.spec, ExperimentSpec::Skip(_)),
         sampling: Sampling {
             temperature: g.temperature,
             top_p: g.sample_top_p,
             // Per item, so an item's tokens do not depend on which items ran before it.
             seed: cfg.seed.wrapping_add(item.index as u64),
         },
+        token_ids: None,
     }
 }
 
 /// Runs (or resumes) the experiment `plan` and, when the folder holds every item, finishes it.
 pub fn run(plan: &Plan, opts: &RunOptions) -> Result<RunSummary> {
     plan.spec()?; // bad sizes fail before anything is loaded
+    if plan.kind == super::ExperimentKind::Family {
+        return super::family::run(plan, opts);
+    }
     let data = load_data(plan)?;
     let source = match &plan.model {
         Some(m) => ModelSource::parse(m)?,
@@ -120,7 +127,7 @@ pub fn run(plan: &Plan, opts: &RunOptions) -> Result<RunSummary> {
         },
     )?;
     let cfg = plan.resolve(loaded.model.info(), data.identity.clone())?;
-    let all = items(&cfg, &data.records)?;
+    let all = items(&cfg, &data)?;
     super::check_feasible(&cfg, &all)?;
     let dir = opts
         .out
@@ -161,6 +168,14 @@ pub fn run(plan: &Plan, opts: &RunOptions) -> Result<RunSummary> {
     let todo: Vec<&WorkItem> = mine.iter().copied().filter(|i| !is_done[i.index]).collect();
 
     let mut profiler = Profiler::new(loaded, spec)?;
+    let letters = match &cfg.spec {
+        ExperimentSpec::Mmlu(_) | ExperimentSpec::Skip(_) => {
+            let t = LetterTokens::new(&profiler.tokenizer)?;
+            out.log(&format!("option letters compared as token ids {:?}", t.ids))?;
+            Some(t)
+        }
+        _ => None,
+    };
     let requests: Vec<ProfileRequest> = todo.iter().map(|i| request(&cfg, i)).collect();
     for (item, req) in todo.iter().zip(&requests) {
         profiler
@@ -185,12 +200,24 @@ pub fn run(plan: &Plan, opts: &RunOptions) -> Result<RunSummary> {
         .chunks(opts.batch.max(1))
         .zip(requests.chunks(opts.batch.max(1)))
     {
-        let profiles = profiler.run_batch(reqs)?;
-        let records: Vec<Record> = items
-            .iter()
-            .zip(profiles)
-            .map(|(i, p)| Record::new(i, p))
-            .collect();
+        let records: Vec<Record> = match (&cfg.spec, &letters) {
+            (ExperimentSpec::Mmlu(s), Some(letters)) => items
+                .iter()
+                .zip(reqs)
+                .map(|(i, r)| mmlu::measure(s, &mut profiler, letters, i, r))
+                .collect::<Result<_>>()?,
+            (ExperimentSpec::Skip(s), Some(letters)) => items
+                .iter()
+                .zip(reqs)
+                .map(|(i, r)| skip::measure(s, cfg.seed, &mut profiler, letters, i, r))
+                .collect::<Result<_>>()?,
+            _ => profiler
+                .run_batch(reqs)?
+                .into_iter()
+                .zip(items)
+                .map(|(p, i)| Record::new(i, p))
+                .collect(),
+        };
         out.append(&records)?;
         progress.inc(records.len());
     }

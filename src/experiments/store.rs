@@ -136,6 +136,9 @@ pub struct Record {
     pub label: String,
     #[serde(default)]
     pub meta: serde_json::Map<String, serde_json::Value>,
+    /// The model's answer (multiple-choice experiments: `mmlu`, `skip`), its fields inline.
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<super::choice::Answer>,
     pub profile: EntropyProfile,
 }
 
@@ -146,7 +149,26 @@ impl Record {
             id: item.id.clone(),
             label: item.label.clone(),
             meta: item.meta.clone(),
+            answer: None,
             profile,
+        }
+    }
+
+    /// A record with the model's answer; labelled `correct` or `wrong`.
+    pub fn answered(
+        item: &WorkItem,
+        profile: EntropyProfile,
+        answer: super::choice::Answer,
+    ) -> Self {
+        Self {
+            label: if answer.is_correct() {
+                "correct"
+            } else {
+                "wrong"
+            }
+            .into(),
+            answer: Some(answer),
+            ..Self::new(item, profile)
         }
     }
 }

@@ -622,6 +622,45 @@ pub fn projection_scatter(
     ))
 }
 
+/// A mean ΔH per block 1..=L (block 1 against the embedding output), green where the entropy
+/// rises (expansion), red where it falls (pruning): what the `skip` experiment ranks blocks by.
+pub fn delta_mean_bars(mean_delta: &[f64], title: &str) -> Result<Chart> {
+    if mean_delta.is_empty() {
+        return Err(Error::Data("no blocks to plot".into()));
+    }
+    let x: Vec<String> = (1..=mean_delta.len()).map(|b| b.to_string()).collect();
+    let colors: Vec<&'static str> = mean_delta
+        .iter()
+        .map(|&d| {
+            if d > 0.0 {
+                GREEN
+            } else if d < 0.0 {
+                RED
+            } else {
+                GREY
+            }
+        })
+        .collect();
+    let labels = vec![String::new(); mean_delta.len()];
+    let bar = Bar::new(x.clone(), mean_delta.to_vec())
+        .marker(Marker::new().color_array(colors.iter().map(|c| c.to_string()).collect()))
+        .name("mean ΔH");
+    let mut plot = Plot::new();
+    plot.add_trace(bar);
+    plot.set_layout(layout(title, "block", "ΔH (nats)", 420));
+    Ok(Chart::new(
+        plot,
+        title.to_string(),
+        420,
+        Sketch::Bars {
+            x,
+            y: mean_delta.to_vec(),
+            colors,
+            labels,
+        },
+    ))
+}
+
 /// Accuracy against the fraction of blocks skipped, one curve per strategy (the paper's Figure 6).
 pub fn skip_curves(fractions: &[f64], curves: &[(String, Vec<f64>)]) -> Result<Chart> {
     let mut series = Vec::new();

@@ -59,7 +59,7 @@ pub fn delta(profile: ArrayView2<f64>) -> Array2<f64> {
     &profile.slice(s![.., 1..]) - &profile.slice(s![.., ..l - 1])
 }
 
-/// Indices i (into ΔH, i.e. block i + 1's change relative to block i) of the `n` largest
+/// Indices i into ΔH of the `n` largest
 /// increases (expansion), largest first; ties by smaller index.
 pub fn largest_increase(dh: ArrayView1<f64>, n: usize) -> Vec<usize> {
     let mut idx: Vec<usize> = (0..dh.len()).collect();
@@ -88,10 +88,17 @@ pub enum SkipStrategy {
     Random { seed: u64 },
 }
 
-/// The `n` blocks to skip under `strategy`, given ΔH over a profile of L layers (`dh[i]` is the
-/// change from layer i to layer i + 1, 0-based, i.e. the write of block i + 1). Returns block
-/// indices as [`crate::model::Model::set_skipped_blocks`] takes them (0-based), in rank order.
-pub fn blocks_to_skip(dh: ArrayView1<f64>, strategy: SkipStrategy, n: usize) -> Vec<usize> {
+/// The `n` blocks to skip under `strategy`, ranked by ΔH, where `dh[i]` is the write of block
+/// `first_block + i` (blocks numbered 1..=L; see the crate docs, "Layers and blocks"). ΔH of a
+/// profile that includes layer 0 (the embedding output) starts at block 1; ΔH of the L block
+/// layers alone starts at block 2. Returns block numbers as
+/// [`crate::model::Model::set_skipped_blocks`] takes them, in rank order.
+pub fn blocks_to_skip(
+    dh: ArrayView1<f64>,
+    first_block: usize,
+    strategy: SkipStrategy,
+    n: usize,
+) -> Vec<usize> {
     let ranked = match strategy {
         SkipStrategy::Expansion => largest_increase(dh, n),
         SkipStrategy::Pruning => largest_decrease(dh, n),
@@ -104,7 +111,7 @@ pub fn blocks_to_skip(dh: ArrayView1<f64>, strategy: SkipStrategy, n: usize) -> 
             idx
         }
     };
-    ranked.into_iter().map(|i| i + 1).collect()
+    ranked.into_iter().map(|i| i + first_block).collect()
 }
 
 /// Resamples each row (a profile over L layers) to `points` values by linear interpolation on a
@@ -252,18 +259,27 @@ mod tests {
 
     #[test]
     fn skip_choices() {
+        // ΔH over H_0..H_4 (embedding included): dh[i] is the write of block i + 1.
         let dh = ndarray::array![2.0, -1.0, 4.0, -6.0];
         assert_eq!(
-            blocks_to_skip(dh.view(), SkipStrategy::Expansion, 2),
+            blocks_to_skip(dh.view(), 1, SkipStrategy::Expansion, 2),
             vec![3, 1]
         );
-        assert_eq!(blocks_to_skip(dh.view(), SkipStrategy::Pruning, 1), vec![4]);
-        let r = blocks_to_skip(dh.view(), SkipStrategy::Random { seed: 1 }, 3);
+        assert_eq!(
+            blocks_to_skip(dh.view(), 1, SkipStrategy::Pruning, 1),
+            vec![4]
+        );
+        // ΔH over the block layers alone starts at block 2.
+        assert_eq!(
+            blocks_to_skip(dh.view(), 2, SkipStrategy::Expansion, 2),
+            vec![4, 2]
+        );
+        let r = blocks_to_skip(dh.view(), 1, SkipStrategy::Random { seed: 1 }, 3);
         assert_eq!(r.len(), 3);
         assert!(r.iter().all(|&b| (1..=4).contains(&b)));
         assert_eq!(
             r,
-            blocks_to_skip(dh.view(), SkipStrategy::Random { seed: 1 }, 3)
+            blocks_to_skip(dh.view(), 1, SkipStrategy::Random { seed: 1 }, 3)
         );
     }
 

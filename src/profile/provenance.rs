@@ -16,7 +16,7 @@ pub struct Provenance {
     pub dtype: String,
     /// `cpu`, `cuda:0`, …
     pub device: String,
-    /// Skipped blocks (0-based, as [`crate::model::Model::set_skipped_blocks`]).
+    /// Skipped blocks, numbered 1..=L (as [`crate::model::Model::set_skipped_blocks`] takes them).
     pub skipped_blocks: Vec<usize>,
     /// Rényi orders measured (keys as in the profile: `0.5`, `inf`).
     pub alphas: Vec<String>,
