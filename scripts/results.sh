@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The runs behind docs/results.md, on the two offline models, CPU. Resumable: rerun after a kill and
 # it continues where it stopped. Usage: scripts/results.sh [RUNS_DIR] (default runs/results).
-# Needs ../shared/data/tinystories/valid.jsonl (or TINYSTORIES=path). About 4.5 h on a 2-core CPU.
+# Needs ../shared/data/tinystories/valid.jsonl (or TINYSTORIES=path) and ../shared/data/mmlu/test.jsonl
+# (or MMLU=path). About 5.5 h on a 2-core CPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-runs/results}"
@@ -36,3 +37,13 @@ done
 # over the vocabulary per block and token (Gemma's vocabulary is 262k tokens). 8 windows of 8 tokens.
 run formats --model "$SMOL" --scale paper --n 100 --tokens 64 --out "$OUT/formats-$(basename "$SMOL" .gguf)"
 run formats --model "$GEMMA" --scale paper --n 100 --tokens 64 --out "$OUT/formats-$(basename "$GEMMA" .gguf)"
+# MMLU (Table 4, Figure 6): 150 questions of the test split (seeded, subject-stratified) in the three
+# styles; skipping on 60 questions (Base style). Needs ../shared/data/mmlu/test.jsonl (or MMLU=path).
+MMLU="${MMLU:-../shared/data/mmlu/test.jsonl}"
+for model in "$SMOL" "$GEMMA"; do
+  name="$(basename "$model" .gguf)"
+  run mmlu --model "$model" --scale paper --n 150 --data "$MMLU" --out "$OUT/mmlu-$name"
+  run skip --model "$model" --scale paper --n 60 --data "$MMLU" --out "$OUT/skip-$name"
+done
+# Model families (Table 6, Figures 3-4) on the two offline models: 64 samples × 32 tokens at T = 0.7.
+run family --scale paper --out "$OUT/family"
