@@ -18,6 +18,9 @@ pub enum Error {
     #[error("not a valid GGUF file: {path}: {reason}\n  hint: the file may be truncated or corrupt; download it again (`entropy-lens fetch-models` checks sha256)")]
     CorruptGguf { path: PathBuf, reason: String },
 
+    #[error("unreadable safetensors weights in {folder}: {reason}\n  hint: a file may be truncated or corrupt; download it again")]
+    CorruptSafetensors { folder: PathBuf, reason: String },
+
     #[error("unsupported model architecture `{architecture}` (supported: {supported})")]
     UnknownArchitecture {
         architecture: String,
@@ -71,7 +74,7 @@ pub enum Error {
     Device(String),
 
     #[error("tensor computation failed: {0}")]
-    Candle(#[from] candle_core::Error),
+    Candle(candle_core::Error),
 
     #[error("I/O error on {path}: {source}")]
     Io {
@@ -82,6 +85,18 @@ pub enum Error {
 
     #[error("JSON error: {0}")]
     Json(#[from] serde_json::Error),
+}
+
+impl From<candle_core::Error> for Error {
+    /// Drops the backtrace candle attaches when `RUST_BACKTRACE` is set: it would be printed inside
+    /// the one-line message.
+    fn from(e: candle_core::Error) -> Self {
+        let mut e = e;
+        while let candle_core::Error::WithBacktrace { inner, .. } = e {
+            e = *inner;
+        }
+        Error::Candle(e)
+    }
 }
 
 impl Error {
@@ -96,4 +111,28 @@ impl Error {
     pub(crate) fn invalid(msg: impl Into<String>) -> Self {
         Error::InvalidArgument(msg.into())
     }
+}
+
+/// Runs a dependency's parser on untrusted input and turns a panic inside it into an error.
+///
+/// Some parsers panic on malformed input (tokenizers 0.23 unwraps inside its decoder
+/// deserialisation, for one); a user's file must still get an `error:`, not exit code 101. The
+/// default panic message is silenced meanwhile (the hook is process-wide, so a panic on another
+/// thread in that instant goes unprinted; loading is not a hot path).
+pub(crate) fn guard_dependency<T>(
+    f: impl FnOnce() -> Result<T>,
+    on_panic: impl FnOnce(String) -> Error,
+) -> Result<T> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    std::panic::set_hook(hook);
+    outcome.unwrap_or_else(|payload| {
+        let msg = payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_string()))
+            .unwrap_or_else(|| "no message".into());
+        Err(on_panic(msg))
+    })
 }

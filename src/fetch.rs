@@ -6,6 +6,9 @@
 //! Files land in `~/.cache/entropy-lens/models/` (`$ENTROPY_LENS_MODELS` overrides) and are
 //! checked against their sha256.
 
+// User input reaches this module (issue 10): no unwrap or expect outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use std::fs::File;
 use std::io::{Cursor, Read, Write};
 use std::path::{Path, PathBuf};
@@ -76,25 +79,49 @@ pub const GEMMA3: OfflineModel = OfflineModel {
 /// Both offline models.
 pub const OFFLINE_MODELS: [OfflineModel; 2] = [SMOLLM2, GEMMA3];
 
-/// `~/.cache/entropy-lens`.
-pub fn cache_dir() -> PathBuf {
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir);
-    home.join(".cache").join("entropy-lens")
+/// Env var overriding the cache folder (default `~/.cache/entropy-lens`).
+pub const ENV_CACHE_DIR: &str = "ENTROPY_LENS_CACHE";
+
+/// The cache folder: `$ENTROPY_LENS_CACHE`, else `$XDG_CACHE_HOME/entropy-lens`, else
+/// `$HOME/.cache/entropy-lens`.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when none of the three is set: a shared folder such as `/tmp` would
+/// let other users replace the models.
+pub fn cache_dir() -> Result<PathBuf> {
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    if let Some(dir) = var(ENV_CACHE_DIR) {
+        return Ok(dir);
+    }
+    if let Some(xdg) = var("XDG_CACHE_HOME") {
+        return Ok(xdg.join("entropy-lens"));
+    }
+    if let Some(home) = var("HOME") {
+        return Ok(home.join(".cache").join("entropy-lens"));
+    }
+    Err(Error::invalid(format!(
+        "no cache folder: none of {ENV_CACHE_DIR}, XDG_CACHE_HOME or HOME is set; set one of them (or {ENV_MODELS_DIR} for the models alone)"
+    )))
 }
 
-/// Where the offline models are kept.
-pub fn models_dir() -> PathBuf {
+/// Where the offline models are kept: `$ENTROPY_LENS_MODELS`, else `models/` in [`cache_dir`].
+///
+/// # Errors
+/// Those of [`cache_dir`].
+pub fn models_dir() -> Result<PathBuf> {
     match std::env::var_os(ENV_MODELS_DIR) {
-        Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => cache_dir().join("models"),
+        Some(d) if !d.is_empty() => Ok(PathBuf::from(d)),
+        _ => Ok(cache_dir()?.join("models")),
     }
 }
 
 /// Path of an offline model if it is present (not verified).
 pub fn cached_path(model: &OfflineModel) -> Option<PathBuf> {
-    let p = models_dir().join(model.file_name);
+    let p = models_dir().ok()?.join(model.file_name);
     p.is_file().then_some(p)
 }
 
@@ -121,14 +148,15 @@ fn verified(target: &Path, model: &OfflineModel) -> Result<bool> {
     if !target.is_file() {
         return Ok(false);
     }
-    let actual = sha256_file(target)?;
+    // The digest is cached by path, size and modification time: a second call costs no rehash.
+    let actual = crate::model::fingerprint::file_sha256(target)?;
     if actual == model.sha256 {
         return Ok(true);
     }
-    eprintln!(
+    crate::cli::note(&format!(
         "{}: checksum mismatch ({actual}), downloading again",
         target.display()
-    );
+    ));
     Ok(false)
 }
 
@@ -136,7 +164,7 @@ fn verified(target: &Path, model: &OfflineModel) -> Result<bool> {
 /// Several processes may call it at once: they take turns on a lock file, each writes its own
 /// temporary file and renames it into place, and one that waited reuses the winner's file.
 pub fn fetch_model(model: &OfflineModel) -> Result<PathBuf> {
-    let dir = models_dir();
+    let dir = models_dir()?;
     if dir.exists() && !dir.is_dir() {
         return Err(Error::invalid(format!(
             "{} is a file, not a folder; point {ENV_MODELS_DIR} at a folder for the models",
@@ -156,10 +184,10 @@ pub fn fetch_model(model: &OfflineModel) -> Result<PathBuf> {
         .open(&lock_path)
         .map_err(|e| Error::io(&lock_path, e))?;
     if let Err(std::fs::TryLockError::WouldBlock) = lock.try_lock() {
-        eprintln!(
+        crate::cli::note(&format!(
             "{}: another process is downloading it; waiting",
             target.display()
-        );
+        ));
         lock.lock().map_err(|e| Error::io(&lock_path, e))?;
     }
     // The lock is released when `lock` is dropped, after the rename.

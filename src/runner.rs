@@ -157,7 +157,8 @@ impl Profiler {
         Ok(())
     }
 
-    /// Token ids the request's prompt runs on. An empty prompt runs on BOS alone.
+    /// Token ids the request's prompt runs on. An empty prompt runs on BOS alone (an error when
+    /// BOS is turned off).
     pub fn prompt_ids(&self, req: &ProfileRequest) -> Result<Vec<u32>> {
         if let Some(ids) = &req.token_ids {
             let vocab = self.model.info().vocab_size;
@@ -180,6 +181,12 @@ impl Profiler {
         };
         if !ids.is_empty() {
             return Ok(ids);
+        }
+        if !req.add_bos && !req.chat {
+            // Running on BOS would contradict --no-bos; running on nothing is impossible.
+            return Err(Error::invalid(
+                "the prompt is empty and BOS is turned off (--no-bos), so there is no token to run on; give a non-empty prompt or keep BOS",
+            ));
         }
         match self.tokenizer.bos_token_id() {
             Some(bos) => Ok(vec![bos]),
@@ -274,14 +281,26 @@ impl Profiler {
         self.model.reset();
         let device = self.model.device().clone();
         let ids = Tensor::new(prompt_ids.as_slice(), &device)?.unsqueeze(0)?;
-        let positions = if req.all_positions {
-            Positions::All
+        let (mut entries, mut logits) = if req.all_positions {
+            // Streamed: each prefill chunk's residuals go through the lens before the next chunk
+            // runs, so memory stays flat however long the prompt (chunk × layers × hidden).
+            let chunk = self.model.prefill_chunk();
+            let mut entries = Vec::with_capacity(n);
+            let mut logits = Vec::new();
+            for start in (0..n).step_by(chunk) {
+                let len = chunk.min(n - start);
+                let captured = self
+                    .model
+                    .forward_capture(&ids.narrow(1, start, len)?, Positions::All)?;
+                let (more, last) = self.measure(&captured, start, req.include_embed)?;
+                entries.extend(more);
+                logits = last;
+            }
+            (entries, logits)
         } else {
-            Positions::Last
+            let captured = self.model.forward_capture(&ids, Positions::Last)?;
+            self.measure(&captured, n - 1, req.include_embed)?
         };
-        let captured = self.model.forward_capture(&ids, positions)?;
-        let first = if req.all_positions { 0 } else { n - 1 };
-        let (mut entries, mut logits) = self.measure(&captured, first, req.include_embed)?;
         let first_logits = logits.clone();
 
         let mut generated: Vec<u32> = Vec::with_capacity(req.generate);

@@ -296,3 +296,221 @@ fn gguf_alignment_zero_and_lying_lengths_are_corrupt_files_not_panics() {
         "{stderr}"
     );
 }
+
+#[test]
+fn an_empty_prompt_without_bos_is_refused_not_run_on_bos() {
+    fails_with(
+        &["profile", "--model", &tiny(), "--prompt", "", "--no-bos"],
+        "--no-bos",
+    );
+    // With BOS the empty prompt runs on BOS alone, as documented.
+    let out = run(&["profile", "--model", &tiny(), "--prompt", "", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+}
+
+#[test]
+fn escape_codes_in_a_model_name_are_printed_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let evil = dir.path().join("evil\u{1b}[2J\u{7}model");
+    std::fs::create_dir(&evil).unwrap();
+    for e in std::fs::read_dir(tiny()).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), evil.join(e.file_name())).unwrap();
+    }
+    let out = run(&[
+        "profile",
+        "--model",
+        evil.to_str().unwrap(),
+        "--prompt",
+        "Hi",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        !stdout.contains('\u{1b}') && !stdout.contains('\u{7}'),
+        "{stdout:?}"
+    );
+    assert!(stdout.contains("evil\\u{1b}[2J\\u{7}model"), "{stdout}");
+    // Errors that quote a path are escaped too.
+    let missing = dir.path().join("gone\u{1b}[31m.gguf");
+    let out = run(&[
+        "profile",
+        "--model",
+        missing.to_str().unwrap(),
+        "--prompt",
+        "Hi",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        !stderr.contains('\u{1b}') && stderr.contains("gone\\u{1b}[31m"),
+        "{stderr:?}"
+    );
+}
+
+#[test]
+fn an_unwritable_stderr_or_a_closed_stdout_is_exit_1_not_a_panic_or_lost_output() {
+    // stderr to /dev/full: the error cannot be printed, the exit code still says it.
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = Command::new(common::cli())
+        .args(["profile", "--model", "/nonexistent.gguf", "--prompt", "a"])
+        .stderr(full)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    // A closed stdout (`>&-`): the results would be lost, so it is refused.
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("exec \"$0\" profile --model \"$1\" --prompt Hi >&-")
+        .arg(common::cli())
+        .arg(tiny())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("standard output is closed"), "{stderr}");
+    // Discarding the output on purpose is fine.
+    let out = Command::new(common::cli())
+        .args(["profile", "--model", &tiny(), "--prompt", "Hi"])
+        .stdout(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    // A reader that stops early (`| head -c 1`) is not an error.
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("\"$0\" profile --model \"$1\" --prompt Hi --generate 30 --all-positions | head -c 1 >/dev/null; exit ${PIPESTATUS:-0}")
+        .arg(common::cli())
+        .arg(tiny())
+        .output()
+        .unwrap();
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("panicked"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn without_a_home_folder_the_cache_is_refused_not_shared() {
+    let out = Command::new(common::cli())
+        .args(["profile", "--prompt", "a"])
+        .env_remove("HOME")
+        .env_remove("XDG_CACHE_HOME")
+        .env_remove("ENTROPY_LENS_CACHE")
+        .env_remove("ENTROPY_LENS_MODELS")
+        .env_remove("ENTROPY_LENS_MODEL")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("no cache folder"), "{stderr}");
+}
+
+#[test]
+fn a_corrupted_cached_default_model_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("models");
+    std::fs::create_dir(&models).unwrap();
+    // The default model's file name, with one byte changed in the middle of its weights.
+    let mut bytes = std::fs::read(smollm2()).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x40;
+    let cached = models.join(entropy_lens::fetch::SMOLLM2.file_name);
+    std::fs::write(&cached, &bytes).unwrap();
+    drop(bytes);
+    let run_default = || {
+        Command::new(common::cli())
+            .args(["profile", "--prompt", "a"])
+            .env("ENTROPY_LENS_MODELS", &models)
+            .env("ENTROPY_LENS_CACHE", dir.path().join("cache"))
+            .env_remove("ENTROPY_LENS_MODEL")
+            .output()
+            .unwrap()
+    };
+    let out = run_default();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("checksum mismatch"), "{stderr}");
+    // The verdict is remembered by size and modification time: the second refusal is the same.
+    assert!(dir.path().join("cache/hashes.json").is_file());
+    let again = run_default();
+    assert_eq!(again.status.code(), Some(1));
+    // The genuine file passes.
+    std::fs::copy(smollm2(), &cached).unwrap();
+    let out = run_default();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn candle_errors_carry_no_backtrace_into_the_error_line() {
+    let dir = tempfile::tempdir().unwrap();
+    // A GGUF whose metadata count cannot fit in the file: candle's reader refuses it.
+    let mut b = gguf_bytes(&[("general.architecture", 8, gguf_string("llama"))]);
+    b[16..24].copy_from_slice(&1000u64.to_le_bytes());
+    let path = dir.path().join("short.gguf");
+    std::fs::write(&path, b).unwrap();
+    let out = Command::new(common::cli())
+        .args([
+            "profile",
+            "--model",
+            path.to_str().unwrap(),
+            "--prompt",
+            "a",
+        ])
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    assert!(
+        !stderr.contains("backtrace") && stderr.lines().count() <= 3,
+        "{stderr}"
+    );
+}
+
+#[test]
+fn npy_and_csv_errors_name_the_file_and_count_from_one() {
+    let dir = tempfile::tempdir().unwrap();
+    // A shape whose element count overflows.
+    let header = "{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296), }";
+    let mut npy = b"\x93NUMPY\x01\x00".to_vec();
+    npy.extend((header.len() as u16).to_le_bytes());
+    npy.extend(header.as_bytes());
+    npy.extend(0f64.to_le_bytes());
+    let feats = dir.path().join("huge.npy");
+    std::fs::write(&feats, npy).unwrap();
+    let labels = dir.path().join("y.txt");
+    std::fs::write(&labels, "a\nb\n").unwrap();
+    let l = labels.to_str().unwrap();
+    fails_with(
+        &[
+            "classify",
+            "--features",
+            feats.to_str().unwrap(),
+            "--labels",
+            l,
+        ],
+        "huge.npy",
+    );
+    let csv = dir.path().join("inf.csv");
+    std::fs::write(&csv, "1,2\n3,inf\n").unwrap();
+    fails_with(
+        &[
+            "classify",
+            "--features",
+            csv.to_str().unwrap(),
+            "--labels",
+            l,
+        ],
+        "inf.csv: row 2 column 2 (counting from 1)",
+    );
+}

@@ -73,7 +73,9 @@ pub struct KnnClassifier {
 pub fn check_finite(x: ArrayView2<f64>, what: &str) -> Result<()> {
     if let Some(((r, c), v)) = x.indexed_iter().find(|(_, v)| !v.is_finite()) {
         return Err(Error::Data(format!(
-            "{what} has a non-finite value {v} at row {r}, column {c}; remove or impute it first"
+            "{what} has a non-finite value {v} at row {}, column {} (counting from 1, as in the file); remove or impute it first",
+            r + 1,
+            c + 1
         )));
     }
     Ok(())

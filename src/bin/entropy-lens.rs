@@ -1,18 +1,38 @@
 //! `entropy-lens`: logit-lens entropy profiles and the paper's experiments from the command line.
 //! Parses the arguments and dispatches to [`entropy_lens::cli`].
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
-use entropy_lens::cli::{args::Cli, dispatch};
+use entropy_lens::cli::{args::Cli, check_stdout, dispatch, printable};
 
 fn main() -> ExitCode {
+    // candle attaches a backtrace to its errors when RUST_BACKTRACE is set, and it would print
+    // inside the `error:` line; panics keep theirs (RUST_LIB_BACKTRACE only governs library
+    // captures). Set before any thread starts.
+    if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
+        std::env::set_var("RUST_LIB_BACKTRACE", "0");
+    }
     let cli = Cli::parse();
-    let stdout = std::io::stdout();
-    match dispatch(cli, &mut stdout.lock()) {
+    let result = check_stdout().and_then(|()| {
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
+        dispatch(cli, &mut out)
+    });
+    match result {
         Ok(()) => ExitCode::SUCCESS,
+        // `entropy-lens profile ... | head`: the reader has what it wanted.
+        Err(entropy_lens::Error::Io { path, source })
+            if path.as_os_str() == "<stdout>"
+                && source.kind() == std::io::ErrorKind::BrokenPipe =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(e) => {
-            eprintln!("error: {e}");
+            // A stderr that cannot be written (2>/dev/full) must not turn the exit code into a
+            // panic's 101; names and paths are printed with their control characters escaped.
+            let _ = writeln!(std::io::stderr(), "error: {}", printable(&e.to_string()));
             ExitCode::FAILURE
         }
     }

@@ -2,6 +2,9 @@
 //! ([`StatArgs`]) and sampling ([`SamplingArgs`]) are defined once and shared by `profile` and
 //! every experiment.
 
+// User input reaches this module (issue 10): no unwrap or expect outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};

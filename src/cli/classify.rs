@@ -1,5 +1,8 @@
 //! `entropy-lens classify`: the paper's kNN diagnostic on a features file.
 
+// User input reaches this module (issue 10): no unwrap or expect outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::Path;
 
 use crate::analysis::{knn_cross_validate, KnnCvConfig, KnnCvResult, Labels, NeighborSearch};

@@ -1,5 +1,8 @@
 //! `entropy-lens demo`: the main job on a fresh machine.
 
+// User input reaches this module (issue 10): no unwrap or expect outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::Write;
 use std::time::Instant;
 

@@ -1,5 +1,8 @@
 //! `entropy-lens experiment`, `merge` and `finish`.
 
+// User input reaches this module (issue 10): no unwrap or expect outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 

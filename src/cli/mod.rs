@@ -3,6 +3,9 @@
 //!
 //! `src/bin/entropy-lens.rs` only parses the command line and dispatches here.
 
+// User input reaches this module (issue 10): no unwrap or expect outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 pub mod args;
 pub mod classify;
 pub mod demo;
@@ -19,6 +22,64 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::error::{Error, Result};
 use args::{Cli, Command};
+
+/// A message for the user on stderr. A stderr that cannot be written (`2>/dev/full`, closed) is
+/// no reason to fail the work, nor to panic as `eprintln!` does.
+pub fn note(text: &str) {
+    let _ = writeln!(std::io::stderr(), "{text}");
+}
+
+/// `text` safe to print on a terminal: control characters other than newline and tab (a file name
+/// may carry escape sequences that recolour or rewrite the screen) are shown escaped, `\u{1b}`.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+    {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    text.chars()
+        .map(|c| {
+            if c.is_control() && c != '\n' && c != '\t' {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<String>()
+        .into()
+}
+
+/// Checks that standard output was open when the program started. The Rust runtime reopens a
+/// closed descriptor 1 on `/dev/null` before `main`, so `entropy-lens profile ... >&-` would exit 0
+/// with its results lost. On Linux the reopened descriptor is recognisable: `/dev/null` opened
+/// read-write (`O_RDWR`), where a shell's `>/dev/null` opens it write-only.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when descriptor 1 was closed.
+pub fn check_stdout() -> Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        let target = std::fs::read_link("/proc/self/fd/1").ok();
+        let flags = std::fs::read_to_string("/proc/self/fdinfo/1")
+            .ok()
+            .and_then(|info| {
+                info.lines()
+                    .find_map(|l| l.strip_prefix("flags:"))
+                    .and_then(|f| u32::from_str_radix(f.trim(), 8).ok())
+            });
+        const O_ACCMODE: u32 = 0o3;
+        const O_RDWR: u32 = 0o2;
+        if target.as_deref() == Some(std::path::Path::new("/dev/null"))
+            && flags.is_some_and(|f| f & O_ACCMODE == O_RDWR)
+        {
+            return Err(Error::invalid(
+                "standard output is closed; redirect it to a file (or to /dev/null to discard the results)",
+            ));
+        }
+    }
+    Ok(())
+}
 
 fn line(out: &mut impl Write, text: &str) -> Result<()> {
     writeln!(out, "{text}").map_err(|e| Error::io("<stdout>", e))?;

@@ -1,5 +1,8 @@
 //! `entropy-lens profile`: per-layer lens statistics of prompts and generations.
 
+// User input reaches this module (issue 10): no unwrap or expect outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
@@ -191,7 +194,12 @@ const SPARK: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'
 /// as a sparkline (scaled to ln |vocab| ≈ the largest possible entropy seen).
 pub fn render_table(p: &EntropyProfile) -> String {
     let mut s = String::new();
-    s.push_str(&format!("model  {}  ({} layers)\n", p.model, p.n_layers));
+    // The model name comes from a file name, which may hold terminal escape sequences.
+    s.push_str(&format!(
+        "model  {}  ({} layers)\n",
+        super::printable(&p.model),
+        p.n_layers
+    ));
     s.push_str(&format!("prompt {:?}\n", p.prompt));
     if !p.generated_ids.is_empty() {
         s.push_str(&format!("output {:?}\n", p.generated_text));

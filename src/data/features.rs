@@ -1,6 +1,15 @@
 //! Reading feature matrices and labels for the statistics: CSV without header, NumPy `.npy`, or
 //! JSON Lines of arrays; labels one string per line.
 
+// Bytes from a user's file are parsed here (issue 10): no unwrap or expect, no unchecked
+// indexing or arithmetic; the exceptions say why they cannot fail.
+#![deny(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
+
 use std::path::Path;
 
 use ndarray::Array2;
@@ -59,21 +68,21 @@ fn read_lines(path: &Path) -> Result<Vec<(usize, String)>> {
         .lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| (i + 1, l.to_string()))
+        // Line numbers count from 1; `i` < the number of lines, so it cannot overflow.
+        .map(|(i, l)| (i.saturating_add(1), l.to_string()))
         .collect())
 }
 
 fn to_matrix(rows: Vec<Vec<f64>>, path: &Path) -> Result<Array2<f64>> {
     let n = rows.len();
-    if n == 0 {
+    let Some(d) = rows.first().map(Vec::len) else {
         return Err(Error::Data(format!("{} holds no rows", path.display())));
-    }
-    let d = rows[0].len();
+    };
     if let Some((i, r)) = rows.iter().enumerate().find(|(_, r)| r.len() != d) {
         return Err(Error::Data(format!(
             "{}: ragged rows: row 1 has {d} values, row {} has {}",
             path.display(),
-            i + 1,
+            i.saturating_add(1),
             r.len()
         )));
     }
@@ -83,8 +92,10 @@ fn to_matrix(rows: Vec<Vec<f64>>, path: &Path) -> Result<Array2<f64>> {
             path.display()
         )));
     }
-    Array2::from_shape_vec((n, d), rows.into_iter().flatten().collect())
-        .map_err(|e| Error::Data(e.to_string()))
+    let x = Array2::from_shape_vec((n, d), rows.into_iter().flatten().collect())
+        .map_err(|e| Error::Data(format!("{}: {e}", path.display())))?;
+    check_finite(&x, path)?;
+    Ok(x)
 }
 
 /// A little-endian NumPy `.npy` file (format 1.0-3.0) of f8/f4/i8/i4 values, C order, 1-D or 2-D.
@@ -96,33 +107,48 @@ fn read_npy(path: &Path) -> Result<Array2<f64>> {
         ))
     };
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
+    if bytes.get(..6) != Some(&b"\x93NUMPY"[..]) {
         return Err(bad("missing the NUMPY magic"));
     }
-    let (header_len, start) = match bytes[6] {
-        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
-        2 | 3 if bytes.len() >= 12 => (
-            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
+    let byte = |i: usize| bytes.get(i).copied().ok_or_else(|| bad("truncated header"));
+    let (header_len, start) = match byte(6)? {
+        1 => (
+            usize::from(u16::from_le_bytes([byte(8)?, byte(9)?])),
+            10usize,
+        ),
+        2 | 3 => (
+            usize::try_from(u32::from_le_bytes([
+                byte(8)?,
+                byte(9)?,
+                byte(10)?,
+                byte(11)?,
+            ]))
+            .map_err(|_| bad("header too long"))?,
             12,
         ),
         v => return Err(bad(&format!("unsupported format version {v}"))),
     };
+    let data_start = start
+        .checked_add(header_len)
+        .ok_or_else(|| bad("header too long"))?;
     let header = bytes
-        .get(start..start + header_len)
+        .get(start..data_start)
         .map(String::from_utf8_lossy)
         .ok_or_else(|| bad("truncated header"))?;
     let field = |key: &str| -> Option<String> {
-        let i = header.find(&format!("'{key}'"))?;
-        let rest = header[i + key.len() + 2..]
+        let quoted = format!("'{key}'");
+        let i = header.find(&quoted)?;
+        let rest = header
+            .get(i.checked_add(quoted.len())?..)?
             .trim_start()
             .strip_prefix(':')?
             .trim_start();
         let end = if rest.starts_with('(') {
-            rest.find(')')? + 1
+            rest.find(')')?.checked_add(1)?
         } else {
             rest.find([',', '}'])?
         };
-        Some(rest[..end].trim().trim_matches('\'').to_string())
+        Some(rest.get(..end)?.trim().trim_matches('\'').to_string())
     };
     if field("fortran_order").as_deref() == Some("True") {
         return Err(bad(
@@ -146,7 +172,7 @@ fn read_npy(path: &Path) -> Result<Array2<f64>> {
             )))
         }
     };
-    let data = &bytes[start + header_len..];
+    let data = bytes.get(data_start..).unwrap_or_default();
     let values: Vec<f64> = match descr.as_str() {
         "<f8" => data
             .chunks_exact(8)
@@ -170,13 +196,36 @@ fn read_npy(path: &Path) -> Result<Array2<f64>> {
             )))
         }
     };
-    if values.len() < n * d {
+    let count = n
+        .checked_mul(d)
+        .ok_or_else(|| bad(&format!("shape {shape:?} is too large")))?;
+    if count == 0 {
+        return Err(bad(&format!("shape {shape:?} holds no values")));
+    }
+    if values.len() < count {
         return Err(bad(&format!(
             "holds {} values for shape {shape:?}",
             values.len()
         )));
     }
-    Array2::from_shape_vec((n, d), values[..n * d].to_vec()).map_err(|e| Error::Data(e.to_string()))
+    let mut values = values;
+    values.truncate(count);
+    let x = Array2::from_shape_vec((n, d), values).map_err(|e| bad(&e.to_string()))?;
+    check_finite(&x, path)?;
+    Ok(x)
+}
+
+/// NaN or infinite features would turn distances, and so every AUC, into NaN without a word.
+fn check_finite(x: &Array2<f64>, path: &Path) -> Result<()> {
+    match x.indexed_iter().find(|(_, v)| !v.is_finite()) {
+        Some(((i, j), v)) => Err(Error::Data(format!(
+            "{}: row {} column {} (counting from 1) is non-finite ({v}); remove or impute it",
+            path.display(),
+            i.saturating_add(1),
+            j.saturating_add(1)
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Reads one label per non-empty line.

@@ -4,6 +4,9 @@
 //! The topic list is ours (`data/topics.txt`, 150 topics, one per line; embedded in the library so
 //! it works from anywhere); any other list loads with [`load_topics`].
 
+// User input reaches this module (issue 10): no unwrap or expect outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};

@@ -6,6 +6,9 @@
 //! per line, the layout of `cais/mmlu` rows and of `shared/data/mmlu/`), a Parquet file as the Hub
 //! stores `cais/mmlu` (`all/<split>-00000-of-00001.parquet`), or the Hub itself through `hf-hub`.
 
+// User input reaches this module (issue 10): no unwrap or expect outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -180,6 +183,19 @@ pub fn parse_jsonl(text: &str, what: &str) -> Result<Vec<Question>> {
 /// Reads a Parquet file with the columns of `cais/mmlu` (`question`, `subject`, `choices`,
 /// `answer`).
 pub fn read_parquet(path: &Path) -> Result<Vec<Question>> {
+    // The parquet crate indexes out of bounds on some corrupt pages (found by tests/fuzz.rs).
+    crate::error::guard_dependency(
+        || read_parquet_unguarded(path),
+        |msg| {
+            Error::Data(format!(
+                "{}: corrupt Parquet file (the parquet library failed on it: {msg}); download it again",
+                path.display()
+            ))
+        },
+    )
+}
+
+fn read_parquet_unguarded(path: &Path) -> Result<Vec<Question>> {
     use parquet::file::reader::{FileReader, SerializedFileReader};
     use parquet::record::{Field, ListAccessor};
 

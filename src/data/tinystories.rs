@@ -5,6 +5,9 @@
 //! Stories load from a local JSON Lines file (`{"text": ...}` per line), a text file with stories
 //! separated by `<|endoftext|>`, or the Hub dataset `roneneldan/TinyStories`.
 
+// User input reaches this module (issue 10): no unwrap or expect outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::Path;
 
 use rand::seq::SliceRandom;

@@ -2,6 +2,9 @@
 //! resolved against the loaded model and data into an [`ExperimentConfig`], the serde record that
 //! is hashed, stored in `config.json`, and compared on resume and merge.
 
+// User input reaches this module (issue 10): no unwrap or expect outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::PathBuf;
 use std::str::FromStr;
 

@@ -82,8 +82,12 @@ impl Progress {
 
     fn emit(&self, line: &str) {
         match self.lines {
-            Some(LineTarget::Stdout) => println!("{line}"),
-            Some(LineTarget::Stderr) => eprintln!("{line}"),
+            // A full or closed stream must not panic the run (as println! would).
+            Some(LineTarget::Stdout) => {
+                use std::io::Write;
+                let _ = writeln!(std::io::stdout(), "{line}");
+            }
+            Some(LineTarget::Stderr) => crate::cli::note(line),
             None => {}
         }
     }

@@ -14,6 +14,9 @@
 //! after the last newline (a torn write, or the zeros a power loss can leave) is cut off and that
 //! item is redone. Result files are written to a temporary name and renamed into place.
 
+// User input reaches this module (issue 10): no unwrap or expect outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::BTreeSet;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -390,6 +393,13 @@ impl OutputDir {
             let r: Record = serde_json::from_str(line).map_err(|e| {
                 Error::Data(format!(
                     "{} line {} is corrupt ({e}); delete that line to redo its item",
+                    path.display(),
+                    i + 1
+                ))
+            })?;
+            r.profile.validate().map_err(|e| {
+                Error::Data(format!(
+                    "{} line {}: {e}; delete that line to redo its item",
                     path.display(),
                     i + 1
                 ))

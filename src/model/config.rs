@@ -1,6 +1,9 @@
 //! Configuration helpers shared by the families: typed access to GGUF metadata and the pieces
 //! of Hugging Face `config.json` that several families have in common.
 
+// User input reaches this module (issue 10): no unwrap or expect outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::HashMap;
 
 use candle_core::quantized::gguf_file::{Content, Value};
@@ -78,6 +81,40 @@ impl RopeScalingConfig {
     }
 }
 
+/// The largest value a size key of a real model takes, with a wide margin: a corrupt or hostile file
+/// must get an error, not an allocation of its claimed size. Keys are matched by their last
+/// component, so `llama.block_count` and `num_hidden_layers` share a bound.
+fn size_bound(key: &str) -> Option<u64> {
+    let last = key.rsplit('.').next().unwrap_or(key);
+    let bound: u64 = match last {
+        "num_hidden_layers" | "n_layer" | "num_layers" | "block_count" => 1 << 10,
+        "hidden_size" | "n_embd" | "embedding_length" => 1 << 18,
+        "num_attention_heads"
+        | "n_head"
+        | "num_key_value_heads"
+        | "head_count"
+        | "head_count_kv" => 1 << 14,
+        "head_dim" | "key_length" | "value_length" | "dimension_count" => 1 << 16,
+        "intermediate_size" | "n_inner" | "feed_forward_length" => 1 << 22,
+        "vocab_size" => 1 << 24,
+        _ => return None,
+    };
+    Some(bound)
+}
+
+/// `value` of `key` as usize, refused beyond [`size_bound`].
+pub(crate) fn within_bound(what: &str, key: &str, value: u64) -> Result<usize> {
+    if let Some(bound) = size_bound(key) {
+        if value > bound {
+            return Err(Error::Config(format!(
+                "{what} `{key}` is {value}, beyond any real model (at most {bound}); the file is corrupt or not a model configuration"
+            )));
+        }
+    }
+    usize::try_from(value)
+        .map_err(|_| Error::Config(format!("{what} `{key}` is {value}, beyond this machine")))
+}
+
 /// Typed, error-reporting access to a GGUF header.
 pub struct GgufMetadata<'a> {
     pub metadata: &'a HashMap<String, Value>,
@@ -119,18 +156,31 @@ impl<'a> GgufMetadata<'a> {
     }
 
     pub fn usize(&self, key: &str) -> Result<usize> {
-        Ok(Self::as_u64(key, self.get(key)?)? as usize)
+        let v = Self::as_u64(key, self.get(key)?)?;
+        within_bound("GGUF metadata", key, v)
     }
 
     pub fn opt_usize(&self, key: &str) -> Result<Option<usize>> {
         match self.metadata.get(key) {
             None => Ok(None),
-            Some(v) => Ok(Some(Self::as_u64(key, v)? as usize)),
+            Some(v) => Ok(Some(within_bound(
+                "GGUF metadata",
+                key,
+                Self::as_u64(key, v)?,
+            )?)),
         }
     }
 
     pub fn opt_u32(&self, key: &str) -> Result<Option<u32>> {
-        Ok(self.opt_usize(key)?.map(|v| v as u32))
+        self.opt_usize(key)?
+            .map(|v| {
+                u32::try_from(v).map_err(|_| {
+                    Error::Config(format!(
+                        "GGUF metadata `{key}` is {v}, beyond a 32-bit token id"
+                    ))
+                })
+            })
+            .transpose()
     }
 
     pub fn f64(&self, key: &str) -> Result<f64> {

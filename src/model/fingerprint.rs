@@ -12,8 +12,11 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 
-fn cache_file() -> PathBuf {
-    crate::fetch::cache_dir().join("hashes.json")
+/// `hashes.json` in the cache folder; `None` without one (digests are then not remembered).
+fn cache_file() -> Option<PathBuf> {
+    crate::fetch::cache_dir()
+        .ok()
+        .map(|d| d.join("hashes.json"))
 }
 
 /// `path|size|mtime-ns` — changes whenever the file does.
@@ -30,17 +33,28 @@ fn cache_key(path: &Path) -> Result<String> {
 }
 
 fn read_cache() -> BTreeMap<String, String> {
-    std::fs::read_to_string(cache_file())
-        .ok()
+    cache_file()
+        .and_then(|f| std::fs::read_to_string(f).ok())
         .and_then(|s| serde_json::from_str(&s).ok())
         .unwrap_or_default()
 }
 
+/// Entries kept at most; files that no longer exist are dropped first (tests and the fuzzer hash
+/// many temporary files).
+const MAX_CACHED_DIGESTS: usize = 256;
+
 fn remember(key: String, digest: &str) {
-    // Best effort: a lost entry only costs a re-hash. Per-process temporary file, atomic rename.
+    let Some(path) = cache_file() else { return };
     let mut map = read_cache();
+    map.retain(|k, _| {
+        k.rsplitn(3, '|')
+            .nth(2)
+            .is_some_and(|p| Path::new(p).exists())
+    });
+    while map.len() >= MAX_CACHED_DIGESTS {
+        map.pop_first();
+    }
     map.insert(key, digest.to_string());
-    let path = cache_file();
     if let Some(dir) = path.parent() {
         let _ = std::fs::create_dir_all(dir);
     }

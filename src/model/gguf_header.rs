@@ -4,6 +4,15 @@
 //! Layout (GGUF v2/v3, little-endian): magic `GGUF`, version u32, tensor count u64, metadata count
 //! u64, then `count` × (key: u64 length + bytes, value type u32, value). Version 1 used u32 lengths.
 
+// Bytes from a user's file are parsed here (issue 10): no unwrap or expect, no unchecked
+// indexing or arithmetic; the exceptions say why they cannot fail.
+#![deny(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
+
 use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 
@@ -46,9 +55,12 @@ impl<R: Read + Seek> Walker<R> {
             ));
         }
         self.reader
-            .seek(SeekFrom::Current(n as i64))
+            .seek(SeekFrom::Current(
+                i64::try_from(n).map_err(|_| format!("a length of {n} bytes"))?,
+            ))
             .map_err(|e| e.to_string())?;
-        self.left -= n;
+        // n ≤ left was checked above.
+        self.left = self.left.saturating_sub(n);
         Ok(())
     }
 
@@ -60,9 +72,10 @@ impl<R: Read + Seek> Walker<R> {
                 self.left
             ));
         }
-        let mut s = vec![0u8; n as usize];
+        let mut s = vec![0u8; usize::try_from(n).map_err(|_| format!("a string of {n} bytes"))?];
         self.reader.read_exact(&mut s).map_err(|e| e.to_string())?;
-        self.left -= n;
+        // n ≤ left was checked above.
+        self.left = self.left.saturating_sub(n);
         Ok(s)
     }
 
@@ -100,7 +113,7 @@ impl<R: Read + Seek> Walker<R> {
                                 self.left
                             ));
                         }
-                        (0..n).try_for_each(|_| self.skip_value(inner, depth + 1))
+                        (0..n).try_for_each(|_| self.skip_value(inner, depth.saturating_add(1)))
                     }
                 }
             }

@@ -2,6 +2,9 @@
 //! `$HF_HOME/hub/models--owner--name/snapshots/<commit>/`, `refs/<revision>` names the commit, and
 //! `HF_HUB_OFFLINE=1` reads the cache only.
 
+// User input reaches this module (issue 10): no unwrap or expect outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::PathBuf;
 
 use hf_hub::api::sync::ApiBuilder;

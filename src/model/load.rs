@@ -1,5 +1,8 @@
 //! Loading a model and its tokenizer from a GGUF file, a Hugging Face folder or a Hub repo id.
 
+// User input reaches this module (issue 10): no unwrap or expect outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 
 use candle_core::Device;
@@ -87,15 +90,26 @@ impl ModelSource {
     /// else the Hub id `HuggingFaceTB/SmolLM2-135M-Instruct`.
     ///
     /// # Errors
-    /// Those of [`ModelSource::parse`] for the value of `$ENTROPY_LENS_MODEL`.
+    /// Those of [`ModelSource::parse`] for the value of `$ENTROPY_LENS_MODEL`;
+    /// [`Error::Checksum`] when the cached SmolLM2 is not the file that was fetched.
     pub fn default_model() -> Result<Self> {
         if let Ok(spec) = std::env::var(ENV_MODEL) {
             if !spec.is_empty() {
                 return Self::parse(&spec);
             }
         }
-        let cached = crate::fetch::models_dir().join(crate::fetch::SMOLLM2.file_name);
+        let cached = crate::fetch::models_dir()?.join(crate::fetch::SMOLLM2.file_name);
         if cached.is_file() {
+            // A cached copy may have been cut short or altered since it was fetched: check it
+            // (the digest is remembered by size and modification time, so this hashes once).
+            let actual = super::fingerprint::file_sha256(&cached)?;
+            if actual != crate::fetch::SMOLLM2.sha256 {
+                return Err(Error::Checksum {
+                    path: cached,
+                    expected: crate::fetch::SMOLLM2.sha256.into(),
+                    actual,
+                });
+            }
             return Ok(ModelSource::Gguf(cached));
         }
         Ok(ModelSource::HubRepo {
@@ -218,7 +232,9 @@ fn load_gguf(path: &Path, source: &ModelSource, opts: &LoadOptions) -> Result<Lo
     drop(md);
     let dtype = opts.dtype.unwrap_or(WeightDType::Quantized);
     let weights = Weights::gguf(path, content, file, names, dtype, &opts.device)?;
-    let content = weights.gguf_content().expect("a GGUF store");
+    let content = weights
+        .gguf_content()
+        .ok_or_else(|| Error::Config("internal: a GGUF load without a GGUF store".into()))?;
     let spec = from_gguf(&GgufMetadata::new(content), &weights)?;
     let sha256 = super::fingerprint::model_sha256(&[path.to_path_buf()])?;
     assemble(family, spec, &weights, tokenizer, source, opts, sha256)
@@ -284,7 +300,11 @@ fn load_hf_folder(folder: &Path, source: &ModelSource, opts: &LoadOptions) -> Re
     }
     // A model_type no family claims goes through auto-detection, which names what does not fit.
     let family = families::by_model_type(model_type)
-        .unwrap_or_else(|| families::by_architecture(Architecture::Auto).expect("registered"));
+        .or_else(|| families::by_architecture(Architecture::Auto))
+        .ok_or_else(|| Error::UnknownArchitecture {
+            architecture: model_type.to_string(),
+            supported: families::supported(),
+        })?;
     let tokenizer = TextTokenizer::from_hf_folder(folder)?;
     let dtype = opts.dtype.unwrap_or(WeightDType::F32);
     let files = safetensors_files(folder)?;

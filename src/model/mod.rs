@@ -166,6 +166,11 @@ impl Model {
         Ok(())
     }
 
+    /// The longest input run through the blocks at once ([`Model::set_prefill_chunk`]).
+    pub fn prefill_chunk(&self) -> usize {
+        self.prefill_chunk
+    }
+
     pub fn info(&self) -> &ModelInfo {
         &self.info
     }

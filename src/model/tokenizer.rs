@@ -5,6 +5,9 @@
 //! A GGUF tokenizer is built as a `tokenizer.json` document, so the same value can be written out
 //! when a GGUF model is exported to the Hugging Face layout.
 
+// User input reaches this module (issue 10): no unwrap or expect outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -57,11 +60,20 @@ impl TextTokenizer {
     /// merges or ids; [`Error::Config`] for metadata of the wrong type.
     pub fn from_gguf(md: &GgufMetadata) -> Result<Self> {
         let doc = gguf_tokenizer_json(md)?;
-        let inner: Tokenizer = serde_json::from_value(doc).map_err(|e| {
-            Error::Tokenizer(format!(
-                "cannot build the tokenizer from GGUF metadata: {e}"
-            ))
-        })?;
+        let inner: Tokenizer = crate::error::guard_dependency(
+            || {
+                serde_json::from_value(doc).map_err(|e| {
+                    Error::Tokenizer(format!(
+                        "cannot build the tokenizer from GGUF metadata: {e}"
+                    ))
+                })
+            },
+            |msg| {
+                Error::Tokenizer(format!(
+                    "cannot build the tokenizer from GGUF metadata: the tokenizers library failed on it ({msg})"
+                ))
+            },
+        )?;
         let bos = md.opt_u32("tokenizer.ggml.bos_token_id")?;
         let eos = md.opt_u32("tokenizer.ggml.eos_token_id")?;
         let mut chat_template = md.opt_str("tokenizer.chat_template")?.map(str::to_string);
@@ -92,8 +104,18 @@ impl TextTokenizer {
         if !path.exists() {
             return Err(Error::ModelNotFound { path });
         }
-        let inner = Tokenizer::from_file(&path)
-            .map_err(|e| Error::Tokenizer(format!("cannot read {}: {e}", path.display())))?;
+        let inner = crate::error::guard_dependency(
+            || {
+                Tokenizer::from_file(&path)
+                    .map_err(|e| Error::Tokenizer(format!("cannot read {}: {e}", path.display())))
+            },
+            |msg| {
+                Error::Tokenizer(format!(
+                    "cannot read {}: the tokenizers library failed on it ({msg}); the file is corrupt or from an unsupported version",
+                    path.display()
+                ))
+            },
+        )?;
         let read = |name: &str| -> Result<Option<Value>> {
             let p = folder.join(name);
             if !p.exists() {

@@ -5,6 +5,9 @@
 //! a GGUF store translates them to llama.cpp names (`blk.3.attn_q.weight`). This keeps each
 //! family file a single, plain description of the architecture.
 
+// User input reaches this module (issue 10): no unwrap or expect outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -211,9 +214,39 @@ impl Weights {
         // A truncated file still has a readable header: check that every tensor fits.
         let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
         for (name, info) in &content.tensor_infos {
-            let elems = info.shape.elem_count();
-            let bytes = elems / info.ggml_dtype.block_size() * info.ggml_dtype.type_size();
-            let end = content.tensor_data_offset + info.offset + bytes as u64;
+            let corrupt = |reason: String| Error::CorruptGguf {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "tensor `{name}` with dimensions {:?} {reason}",
+                    info.shape.dims()
+                ),
+            };
+            // Dimensions come from the file: multiply without wrapping (candle does not check).
+            let elems = info
+                .shape
+                .dims()
+                .iter()
+                .try_fold(1usize, |n, &d| n.checked_mul(d))
+                .ok_or_else(|| corrupt("has more elements than this machine can address".into()))?;
+            let block = info.ggml_dtype.block_size();
+            if elems % block != 0 {
+                return Err(corrupt(format!(
+                    "is not a whole number of {:?} blocks of {block} values",
+                    info.ggml_dtype
+                )));
+            }
+            let end = (elems / block)
+                .checked_mul(info.ggml_dtype.type_size())
+                .and_then(|bytes| u64::try_from(bytes).ok())
+                .and_then(|bytes| {
+                    content
+                        .tensor_data_offset
+                        .checked_add(info.offset)?
+                        .checked_add(bytes)
+                })
+                .ok_or_else(|| {
+                    corrupt(format!("at offset {} lies beyond any file", info.offset))
+                })?;
             if end > len {
                 return Err(Error::CorruptGguf {
                     path: path.to_path_buf(),
@@ -255,7 +288,10 @@ impl Weights {
         // SAFETY: the files are memory-mapped read-only; modifying them while the model is
         // loaded is undefined behaviour, as with every mmap-based loader.
         let tensors = unsafe { candle_core::safetensors::MmapedSafetensors::multi(files) }
-            .map_err(|e| Error::Config(format!("cannot read safetensors: {e}")))?;
+            .map_err(|e| Error::CorruptSafetensors {
+                folder: folder.to_path_buf(),
+                reason: e.to_string(),
+            })?;
         Self::new(
             Store::Safetensors {
                 folder: folder.to_path_buf(),

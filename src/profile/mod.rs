@@ -4,6 +4,9 @@
 //! Its JSON form is the CLI's output line; [`EntropyProfile::shannon_matrix`] and friends give the
 //! `ndarray` views that the statistics in [`crate::analysis`] consume.
 
+// User input reaches this module (issue 10): no unwrap or expect outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::BTreeMap;
 
 use ndarray::Array2;
@@ -206,8 +209,202 @@ impl EntropyProfile {
         Ok(serde_json::to_string(self)?)
     }
 
-    /// Reads a JSON line written by [`EntropyProfile::to_json_line`] or by the CLI.
+    /// Reads a JSON line written by [`EntropyProfile::to_json_line`] or by the CLI, and checks it
+    /// with [`EntropyProfile::validate`]: a file from elsewhere is not trusted to be consistent.
     pub fn from_json(s: &str) -> Result<Self> {
-        Ok(serde_json::from_str(s)?)
+        let profile: Self = serde_json::from_str(s)?;
+        profile.validate()?;
+        Ok(profile)
+    }
+
+    /// Checks what charts and statistics index without looking: every per-layer array has
+    /// `n_layers` entries (`top_p_shared` one fewer), positions point into the token ids, entropies
+    /// are finite and non-negative, top-k probabilities lie in [0, 1].
+    ///
+    /// # Errors
+    /// [`Error::Data`] naming the first position and field that is inconsistent.
+    pub fn validate(&self) -> Result<()> {
+        let l = self.n_layers;
+        let bad = |what: String| Err(Error::Data(format!("inconsistent entropy profile: {what}")));
+        if l == 0 {
+            return bad("n_layers is 0".into());
+        }
+        let n_ids = self
+            .prompt_ids
+            .len()
+            .saturating_add(self.generated_ids.len());
+        if !self.tokens.is_empty() && self.tokens.len() != n_ids {
+            return bad(format!(
+                "{} token texts for {n_ids} token ids",
+                self.tokens.len()
+            ));
+        }
+        if !(self.top_p.is_finite() && (0.0..=1.0).contains(&self.top_p)) {
+            return bad(format!("top_p {} is not in [0, 1]", self.top_p));
+        }
+        let entropies = |at: usize, name: &str, v: &[f64], n: usize| -> Result<()> {
+            if v.len() != n {
+                return bad(format!(
+                    "position {at}: {name} has {} values, expected {n}",
+                    v.len()
+                ));
+            }
+            match v.iter().position(|h| !(h.is_finite() && *h >= 0.0)) {
+                Some(j) => bad(format!(
+                    "position {at}: {name}[{j}] = {} is not a finite non-negative entropy",
+                    v[j]
+                )),
+                None => Ok(()),
+            }
+        };
+        let probabilities = |at: usize, pairs: &[(u32, f64)]| -> Result<()> {
+            match pairs
+                .iter()
+                .find(|(_, p)| !(p.is_finite() && (0.0..=1.0).contains(p)))
+            {
+                Some((id, p)) => bad(format!(
+                    "position {at}: top-k probability {p} of token {id} is not in [0, 1]"
+                )),
+                None => Ok(()),
+            }
+        };
+        for p in &self.positions {
+            let at = p.position;
+            if at >= n_ids {
+                return bad(format!("position {at} is beyond the {n_ids} token ids"));
+            }
+            entropies(at, "shannon", &p.shannon, l)?;
+            for (key, v) in &p.renyi {
+                entropies(at, &format!("renyi[{key}]"), v, l)?;
+            }
+            if p.top_p_count.len() != l {
+                return bad(format!(
+                    "position {at}: top_p_count has {} values, expected {l}",
+                    p.top_p_count.len()
+                ));
+            }
+            if let Some(ids) = &p.top_p_ids {
+                if ids.len() != l {
+                    return bad(format!(
+                        "position {at}: top_p_ids has {} layers, expected {l}",
+                        ids.len()
+                    ));
+                }
+            }
+            if let Some(shared) = &p.top_p_shared {
+                if shared.len() != l - 1 {
+                    return bad(format!(
+                        "position {at}: top_p_shared has {} values, expected {}",
+                        shared.len(),
+                        l - 1
+                    ));
+                }
+            }
+            if !p.top_k.is_empty() && p.top_k.len() != l {
+                return bad(format!(
+                    "position {at}: top_k has {} layers, expected {l}",
+                    p.top_k.len()
+                ));
+            }
+            for pairs in &p.top_k {
+                probabilities(at, pairs)?;
+            }
+            if let Some(e) = &p.embed {
+                entropies(at, "embed.shannon", &[e.shannon], 1)?;
+                for (key, h) in &e.renyi {
+                    entropies(at, &format!("embed.renyi[{key}]"), &[*h], 1)?;
+                }
+                probabilities(at, &e.top_k)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A consistent two-position, three-block profile with every optional field.
+    fn profile() -> EntropyProfile {
+        let position = |at: usize| PositionProfile {
+            position: at,
+            shannon: vec![3.0, 2.0, 1.0],
+            renyi: BTreeMap::from([("0.5".to_string(), vec![3.5, 2.5, 1.5])]),
+            top_p_count: vec![9, 4, 1],
+            top_p_ids: Some(vec![vec![1, 2], vec![1], vec![1]]),
+            top_p_shared: Some(vec![1, 1]),
+            top_k: vec![vec![(1, 0.5)], vec![(1, 0.7)], vec![(1, 0.9)]],
+            embed: Some(LayerStats {
+                shannon: 5.0,
+                renyi: BTreeMap::new(),
+                top_p_count: 30,
+                top_p_ids: None,
+                top_k: vec![(4, 0.1)],
+            }),
+        };
+        EntropyProfile {
+            model: "m".into(),
+            prompt: "p".into(),
+            n_layers: 3,
+            prompt_ids: vec![1, 2],
+            generated_ids: vec![3],
+            tokens: vec!["a".into(), "b".into(), "c".into()],
+            generated_text: "c".into(),
+            top_p: 0.6,
+            positions: vec![position(0), position(1)],
+            provenance: None,
+        }
+    }
+
+    fn refused(p: &EntropyProfile, needle: &str) {
+        let line = p.to_json_line().unwrap();
+        let e = EntropyProfile::from_json(&line).unwrap_err().to_string();
+        assert!(e.contains(needle), "{e}");
+    }
+
+    #[test]
+    fn profiles_read_back_are_checked_before_use() {
+        let good = profile();
+        let back = EntropyProfile::from_json(&good.to_json_line().unwrap()).unwrap();
+        assert_eq!(back, good);
+
+        let mut p = profile();
+        p.positions[1].shannon.pop();
+        refused(&p, "position 1: shannon has 2 values, expected 3");
+        let mut p = profile();
+        p.n_layers = 4;
+        refused(&p, "shannon has 3 values, expected 4");
+        let mut p = profile();
+        p.n_layers = 0;
+        refused(&p, "n_layers is 0");
+        let mut p = profile();
+        p.positions[0].shannon[1] = -0.5;
+        refused(&p, "shannon[1] = -0.5");
+        let mut p = profile();
+        p.positions[0].renyi.insert("2".into(), vec![1.0]);
+        refused(&p, "renyi[2] has 1 values");
+        let mut p = profile();
+        p.positions[1].position = 3;
+        refused(&p, "position 3 is beyond the 3 token ids");
+        let mut p = profile();
+        p.positions[0].top_p_count.push(1);
+        refused(&p, "top_p_count has 4 values");
+        let mut p = profile();
+        p.positions[0].top_p_shared = Some(vec![1, 1, 1]);
+        refused(&p, "top_p_shared has 3 values, expected 2");
+        let mut p = profile();
+        p.positions[0].top_k[2][0].1 = 1.5;
+        refused(&p, "top-k probability 1.5");
+        let mut p = profile();
+        p.tokens.pop();
+        refused(&p, "2 token texts for 3 token ids");
+        let mut p = profile();
+        p.top_p = 2.0;
+        refused(&p, "top_p 2 is not in [0, 1]");
+        // JSON cannot carry NaN: serde refuses the null it becomes.
+        let mut p = profile();
+        p.positions[0].shannon[0] = f64::NAN;
+        assert!(EntropyProfile::from_json(&p.to_json_line().unwrap()).is_err());
     }
 }

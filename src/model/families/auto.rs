@@ -7,6 +7,9 @@
 //! What neither tensors nor config reveal cannot be detected: a Gemma-style `(1 + w)` norm or an
 //! embedding scale looks like a plain RMSNorm here, so such families need a file of their own.
 
+// User input reaches this module (issue 10): no unwrap or expect outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use super::{common, Family, HfConfig};
 use crate::error::{Error, Result};
 use crate::model::decoder::{DecoderSpec, MlpNames, NormKind, QkvNames, TensorNames};

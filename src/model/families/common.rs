@@ -1,6 +1,9 @@
 //! What most families share: dimensions, heads and the rotary table read from a config, and the
 //! Llama-shaped decoder that other families adjust.
 
+// User input reaches this module (issue 10): no unwrap or expect outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use super::HfConfig;
 use crate::error::{Error, Result};
 use crate::model::config::GgufMetadata;

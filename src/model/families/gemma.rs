@@ -1,6 +1,9 @@
 //! Gemma (1): the Llama decoder with (1 + w) RMSNorm, √d embedding scale, GELU-tanh MLP and a
 //! tied head.
 
+// User input reaches this module (issue 10): no unwrap or expect outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use super::{common, Family, HfConfig, LLAMA_GGUF_NAMES};
 use crate::error::Result;
 use crate::model::decoder::{Activation, DecoderSpec, NormKind, TensorNames};

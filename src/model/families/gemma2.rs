@@ -1,6 +1,9 @@
 //! Gemma 2: Gemma with sandwich norms, attention and final logit soft-caps, `query_pre_attn_scalar`
 //! and alternating sliding-window (even layers) and global layers.
 
+// User input reaches this module (issue 10): no unwrap or expect outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use super::{common, gemma, Family, HfConfig, GEMMA_SANDWICH_GGUF_NAMES};
 use crate::error::Result;
 use crate::model::config::GgufMetadata;

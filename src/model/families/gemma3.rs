@@ -2,6 +2,9 @@
 //! attention and MLP, q/k norms, interleaved local sliding-window and global layers with their own
 //! RoPE bases, GELU-tanh MLP, optional final logit soft-capping.
 
+// User input reaches this module (issue 10): no unwrap or expect outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use serde::{Deserialize, Serialize};
 
 use super::{Family, HfConfig, GEMMA_SANDWICH_GGUF_NAMES};

@@ -1,6 +1,9 @@
 //! GPT-2: LayerNorm, learned absolute positions, `Conv1D` projections stored [in, out] with
 //! biases, fused `c_attn`, tanh-GELU MLP, tied head.
 
+// User input reaches this module (issue 10): no unwrap or expect outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use super::{common, Family, HfConfig};
 use crate::error::{Error, Result};
 use crate::model::config::GgufMetadata;

@@ -2,6 +2,9 @@
 //! `use_parallel_residual` is false), partial rotary, per-head fused `query_key_value`, exact-GELU
 //! MLP, untied `embed_out` head.
 
+// User input reaches this module (issue 10): no unwrap or expect outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use super::{common, Family, HfConfig};
 use crate::error::Result;
 use crate::model::decoder::{DecoderSpec, MlpNames, NormKind, QkvNames, TensorNames};

@@ -1,6 +1,9 @@
 //! Llama family (Llama 2/3.x, SmolLM2): pre-norm blocks, grouped-query attention with RoPE,
 //! SwiGLU MLP, tied or untied embeddings.
 
+// User input reaches this module (issue 10): no unwrap or expect outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use serde::{Deserialize, Serialize};
 
 use super::{common, Family, HfConfig, LLAMA_GGUF_NAMES};

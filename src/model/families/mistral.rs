@@ -1,5 +1,8 @@
 //! Mistral: the Llama decoder with sliding-window attention on every layer.
 
+// User input reaches this module (issue 10): no unwrap or expect outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use super::{common, Family, HfConfig, LLAMA_GGUF_NAMES};
 use crate::error::Result;
 use crate::model::decoder::{DecoderSpec, TensorNames};

@@ -6,6 +6,9 @@
 //! Adding a family: write `families/<name>.rs` with a `pub(crate) const FAMILY: Family`, add a
 //! variant to [`Architecture`] and one line to `FAMILIES`. See the README, "Adding a family".
 
+// User input reaches this module (issue 10): no unwrap or expect outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use serde_json::Value;
 
 use super::config::GgufMetadata;
@@ -202,11 +205,12 @@ impl HfConfig {
     pub fn opt_usize(&self, key: &str) -> Result<Option<usize>> {
         self.value(key)
             .map(|v| {
-                v.as_u64().map(|x| x as usize).ok_or_else(|| {
+                let x = v.as_u64().ok_or_else(|| {
                     Error::Config(format!(
                         "config.json: `{key}` should be a non-negative integer, found {v}"
                     ))
-                })
+                })?;
+                crate::model::config::within_bound("config.json:", key, x)
             })
             .transpose()
     }

@@ -1,6 +1,9 @@
 //! Phi-3 / Phi-3.5: the Llama decoder with fused `qkv_proj` and `gate_up_proj`, partial rotary
 //! and LongRoPE scaling (short factors, long ones past the original context).
 
+// User input reaches this module (issue 10): no unwrap or expect outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use super::{common, Family, HfConfig};
 use crate::error::Result;
 use crate::model::config::GgufMetadata;

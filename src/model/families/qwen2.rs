@@ -1,6 +1,9 @@
 //! Qwen2 / Qwen2.5: the Llama decoder with q/k/v biases (read from the weights), untied head on
 //! the larger sizes, and sliding windows only when `use_sliding_window` asks for them.
 
+// User input reaches this module (issue 10): no unwrap or expect outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use super::{common, Family, HfConfig, LLAMA_GGUF_NAMES};
 use crate::error::Result;
 use crate::model::config::GgufMetadata;

@@ -1,5 +1,8 @@
 //! Qwen3: Qwen2 without q/k/v biases and with RMS norms on each query and key head.
 
+// User input reaches this module (issue 10): no unwrap or expect outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use super::{common, qwen2, Family, HfConfig, LLAMA_GGUF_NAMES};
 use crate::error::Result;
 use crate::model::config::GgufMetadata;
