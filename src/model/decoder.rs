@@ -8,7 +8,7 @@
 use candle_core::{DType, Device, Tensor};
 
 use super::layers::{
-    attention, attention_mask, soft_cap, KvCache, LayerNorm, Norm, RmsNorm, Rotary,
+    attention, attention_mask, soft_cap, Causal, KvCache, LayerNorm, Norm, RmsNorm, Rotary,
 };
 use super::weights::{Embedding, Linear, Weights};
 use super::Observer;
@@ -366,7 +366,15 @@ impl Attention {
             k = rotary.apply(&k, cos, sin)?;
         }
         let (k, v) = self.cache.append(&k, &v.contiguous()?)?;
-        let y = attention(&q, &k, &v, step.mask.as_ref(), self.scale, self.softcap)?;
+        let y = attention(
+            &q,
+            &k,
+            &v,
+            step.causal,
+            step.mask.as_ref(),
+            self.scale,
+            self.softcap,
+        )?;
         let y = y
             .transpose(1, 2)?
             .reshape((b, s, self.n_heads * self.head_dim))?;
@@ -485,6 +493,8 @@ impl Block {
 /// Per-forward tables of one attention kind, shared by the layers that use it.
 struct Step<'a> {
     rotary: Option<(&'a Rotary, Tensor, Tensor)>,
+    causal: Causal,
+    /// The additive mask of `causal`, off the CPU only (the CPU masks inside the softmax).
     mask: Option<Tensor>,
 }
 
@@ -557,7 +567,15 @@ impl Decoder {
                     .transpose()?;
                 Ok(Step {
                     rotary,
-                    mask: attention_mask(offset, s, kind.window, &self.device)?,
+                    causal: Causal {
+                        offset,
+                        window: kind.window,
+                    },
+                    mask: if matches!(self.device, Device::Cpu) {
+                        None
+                    } else {
+                        attention_mask(offset, s, kind.window, &self.device)?
+                    },
                 })
             })
             .collect::<Result<Vec<_>>>()?;

@@ -343,8 +343,19 @@ pub fn attention_mask(
     Ok(Some(Tensor::from_vec(mask, (len, total), device)?))
 }
 
+/// Which keys each query sees: queries are positions `offset..offset + s`, keys `0..offset + s`;
+/// causal, and limited to the last `window` positions (the query's own included) when set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Causal {
+    pub offset: usize,
+    pub window: Option<usize>,
+}
+
 /// Scaled dot-product attention with grouped key/value heads; `softcap` bounds the scores as
-/// `cap · tanh(score / cap)` before the mask (Gemma 2).
+/// `cap · tanh(score / cap)` before the mask (Gemma 2). `mask` is the additive form of `causal`
+/// ([`attention_mask`]), used off the CPU; on the CPU the scores are masked and normalised in one
+/// pass per row instead ([`causal_softmax_cpu`]), which matters for long prompts, whose score
+/// matrices are the largest tensors of a forward pass.
 ///
 /// # Shapes
 /// `q`: [b, heads, s, hd]; `k`, `v`: [b, kv_heads, t, hd]; `mask`: [s, t] → [b, heads, s, hd]
@@ -352,6 +363,7 @@ pub fn attention(
     q: &Tensor,
     k: &Tensor,
     v: &Tensor,
+    causal: Causal,
     mask: Option<&Tensor>,
     scale: f64,
     softcap: Option<f64>,
@@ -360,21 +372,85 @@ pub fn attention(
     let k = candle_transformers::utils::repeat_kv(k.clone(), n_rep)?;
     let v = candle_transformers::utils::repeat_kv(v.clone(), n_rep)?;
     let dtype = q.dtype();
-    let q = q.to_dtype(DType::F32)?.contiguous()?;
+    // Scaling the queries ([s, hd]) costs less than scaling the scores ([s, t]).
+    let q = (q.to_dtype(DType::F32)? * scale)?.contiguous()?;
     let k = k.to_dtype(DType::F32)?.contiguous()?;
-    let scores = (q.matmul(&k.t()?)? * scale)?;
-    let scores = match softcap {
-        Some(cap) => soft_cap(&scores, cap)?,
-        None => scores,
+    let scores = q.matmul(&k.t()?)?;
+    let probs = if matches!(scores.device(), Device::Cpu) {
+        causal_softmax_cpu(&scores, causal, softcap)?
+    } else {
+        let scores = match softcap {
+            Some(cap) => soft_cap(&scores, cap)?,
+            None => scores,
+        };
+        let scores = match mask {
+            Some(m) => scores.broadcast_add(m)?,
+            None => scores,
+        };
+        candle_nn::ops::softmax_last_dim(&scores)?
     };
-    let scores = match mask {
-        Some(m) => scores.broadcast_add(m)?,
-        None => scores,
-    };
-    let probs = candle_nn::ops::softmax_last_dim(&scores)?;
     probs
         .matmul(&v.to_dtype(DType::F32)?.contiguous()?)?
         .to_dtype(dtype)
+}
+
+/// Softmax over the keys each query may see (see [`Causal`]), after the optional soft-cap; keys it
+/// may not see get probability 0. One read and one write of the scores, row by row in parallel.
+///
+/// # Shapes
+/// `scores`: [b, heads, s, t] (f32, CPU), t = offset + s → same
+pub fn causal_softmax_cpu(
+    scores: &Tensor,
+    causal: Causal,
+    softcap: Option<f64>,
+) -> candle_core::Result<Tensor> {
+    use rayon::prelude::*;
+    let dims = scores.dims().to_vec();
+    let (s, t) = match dims.as_slice() {
+        [.., s, t] => (*s, *t),
+        _ => candle_core::bail!("attention scores need at least two dimensions"),
+    };
+    if causal.offset + s != t {
+        candle_core::bail!(
+            "attention scores over {t} keys for {s} queries at offset {}",
+            causal.offset
+        )
+    }
+    let scores = scores.contiguous()?;
+    let (storage, layout) = scores.storage_and_layout();
+    let candle_core::Storage::Cpu(cpu) = &*storage else {
+        candle_core::bail!("causal_softmax_cpu needs a CPU tensor")
+    };
+    let n = scores.elem_count();
+    let src = &cpu.as_slice::<f32>()?[layout.start_offset()..layout.start_offset() + n];
+    let cap = softcap.map(|c| c as f32);
+    let mut out = vec![0f32; n];
+    out.par_chunks_mut(t)
+        .zip(src.par_chunks(t))
+        .enumerate()
+        .for_each(|(row, (o, x))| {
+            let q = causal.offset + row % s;
+            let lo = causal.window.map_or(0, |w| (q + 1).saturating_sub(w));
+            let seen = &x[lo..=q];
+            let capped = |v: f32| match cap {
+                Some(c) => c * (v / c).tanh(),
+                None => v,
+            };
+            let max = seen
+                .iter()
+                .map(|&v| capped(v))
+                .fold(f32::NEG_INFINITY, f32::max);
+            let mut sum = 0f32;
+            for (oj, &v) in o[lo..=q].iter_mut().zip(seen) {
+                let e = (capped(v) - max).exp();
+                *oj = e;
+                sum += e;
+            }
+            let inv = 1.0 / sum;
+            o[lo..=q].iter_mut().for_each(|p| *p *= inv);
+        });
+    drop(storage);
+    Tensor::from_vec(out, dims, &Device::Cpu)
 }
 
 /// Gemma's tanh-approximated GELU.
@@ -390,6 +466,45 @@ pub fn soft_cap(x: &Tensor, cap: f64) -> candle_core::Result<Tensor> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fused_causal_softmax_equals_mask_then_softmax() {
+        // The CPU path (one pass per row) against the device path (additive mask, softmax).
+        for (offset, s, window, cap) in [
+            (0, 5, None, None),
+            (7, 4, None, None),
+            (7, 4, Some(3), None),
+            (0, 6, Some(2), Some(3.0)),
+            (9, 1, Some(4), Some(0.5)),
+        ] {
+            let t = offset + s;
+            let scores = Tensor::randn(0f32, 4.0, (2, 3, s, t), &Device::Cpu).unwrap();
+            let fused = causal_softmax_cpu(&scores, Causal { offset, window }, cap).unwrap();
+            let capped = match cap {
+                Some(c) => soft_cap(&scores, c).unwrap(),
+                None => scores.clone(),
+            };
+            let masked = match attention_mask(offset, s, window, &Device::Cpu).unwrap() {
+                Some(m) => capped.broadcast_add(&m).unwrap(),
+                None => capped,
+            };
+            let reference = candle_nn::ops::softmax_last_dim(&masked).unwrap();
+            let diff = (fused - reference)
+                .unwrap()
+                .abs()
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .max(0)
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap();
+            assert!(
+                diff < 1e-6,
+                "offset {offset}, s {s}, window {window:?}: {diff}"
+            );
+        }
+    }
 
     #[test]
     fn mask_is_causal_and_windowed() {
