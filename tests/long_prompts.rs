@@ -6,27 +6,30 @@ mod common;
 use entropy_lens::prelude::*;
 use entropy_lens::runner::ProfileRequest;
 
-fn long_prompt() -> String {
+fn long_prompt(stories: usize) -> String {
     entropy_lens::data::tinystories::sample_stories()
         .unwrap()
         .into_iter()
-        .take(2)
+        .take(stories)
         .collect::<Vec<_>>()
         .join("\n\n")
 }
 
 #[test]
 fn chunked_prefill_gives_the_profiles_of_one_pass() {
-    let prompt = long_prompt();
     // Every prompt position on SmolLM2; the last one and the generation on Gemma (its 262k-token
-    // lens at every position would take minutes on a CPU).
-    for (model, all) in [(common::smollm2(), true), (common::gemma3(), false)] {
+    // lens at every position would take minutes on a CPU), with a prompt longer than its 512-token
+    // sliding window, so that windowed layers trim their cache and skip the keys they cannot see.
+    for (model, all, stories, min_tokens) in [
+        (common::smollm2(), true, 2, 200),
+        (common::gemma3(), false, 7, 600),
+    ] {
         let mut lens = Profiler::load(model.to_str().unwrap(), &LoadOptions::cpu()).unwrap();
-        let req = ProfileRequest::new(prompt.clone())
+        let req = ProfileRequest::new(long_prompt(stories))
             .all_positions(all)
             .generate(4);
         let n = lens.prompt_ids(&req).unwrap().len();
-        assert!(n > 200, "{n} tokens");
+        assert!(n > min_tokens, "{n} tokens");
         lens.model.set_prefill_chunk(n + 1).unwrap();
         let whole = lens.run(&req).unwrap();
         // Chunks that do not divide the prompt.

@@ -366,6 +366,11 @@ impl Attention {
             k = rotary.apply(&k, cos, sin)?;
         }
         let (k, v) = self.cache.append(&k, &v.contiguous()?)?;
+        // A sliding-window layer never looks further back than its window: the cache keeps only
+        // that many positions, so its memory stays bounded however long the sequence.
+        if let Some(w) = step.causal.window {
+            self.cache.keep_last(w)?;
+        }
         let y = attention(
             &q,
             &k,

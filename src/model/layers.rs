@@ -310,6 +310,17 @@ impl KvCache {
         Ok((k, v))
     }
 
+    /// Keeps the last `n` cached positions (a sliding-window layer needs no more).
+    pub fn keep_last(&mut self, n: usize) -> candle_core::Result<()> {
+        if let Some((k, v)) = &self.kv {
+            let len = k.dim(2)?;
+            if len > n {
+                self.kv = Some((k.narrow(2, len - n, n)?, v.narrow(2, len - n, n)?));
+            }
+        }
+        Ok(())
+    }
+
     pub fn clear(&mut self) {
         self.kv = None;
     }
@@ -368,9 +379,38 @@ pub fn attention(
     scale: f64,
     softcap: Option<f64>,
 ) -> candle_core::Result<Tensor> {
+    // `k` may start after position 0 (a sliding-window cache keeps its last positions only), and
+    // with a window the chunk's queries see none of the keys before `first_seen`: both are cut off
+    // before the product, so a windowed layer costs window × chunk, not length × chunk.
+    let (s, t) = (q.dim(2)?, k.dim(2)?);
+    let end = causal.offset + s;
+    let Some(first_key) = end.checked_sub(t) else {
+        candle_core::bail!("{t} keys for {s} queries at offset {}", causal.offset)
+    };
+    let first_seen = causal.window.map_or(first_key, |w| {
+        (causal.offset + 1).saturating_sub(w).max(first_key)
+    });
+    let from = first_seen - first_key;
+    let (k, v) = if from > 0 {
+        (
+            k.narrow(2, from, end - first_seen)?,
+            v.narrow(2, from, end - first_seen)?,
+        )
+    } else {
+        (k.clone(), v.clone())
+    };
+    // The additive mask has a column per absolute key position.
+    let mask = match mask {
+        Some(m) if first_seen > 0 => Some(m.narrow(1, first_seen, end - first_seen)?),
+        m => m.cloned(),
+    };
+    let causal = Causal {
+        offset: causal.offset - first_seen,
+        window: causal.window,
+    };
     let n_rep = q.dim(1)? / k.dim(1)?;
-    let k = candle_transformers::utils::repeat_kv(k.clone(), n_rep)?;
-    let v = candle_transformers::utils::repeat_kv(v.clone(), n_rep)?;
+    let k = candle_transformers::utils::repeat_kv(k, n_rep)?;
+    let v = candle_transformers::utils::repeat_kv(v, n_rep)?;
     let dtype = q.dtype();
     // Scaling the queries ([s, hd]) costs less than scaling the scores ([s, t]).
     let q = (q.to_dtype(DType::F32)? * scale)?.contiguous()?;
@@ -383,7 +423,7 @@ pub fn attention(
             Some(cap) => soft_cap(&scores, cap)?,
             None => scores,
         };
-        let scores = match mask {
+        let scores = match &mask {
             Some(m) => scores.broadcast_add(m)?,
             None => scores,
         };
