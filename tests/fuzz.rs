@@ -581,8 +581,9 @@ impl Gguf {
                 }
                 let kv = &mut self.kvs[*rng.pick(&ints)];
                 let v = *rng.pick(&INTERESTING);
-                let w = kv.value.len();
-                kv.value.copy_from_slice(&v.to_le_bytes()[..w]);
+                // An earlier mutation may have retyped the key: write what fits.
+                let w = kv.value.len().min(8);
+                kv.value[..w].copy_from_slice(&v.to_le_bytes()[..w]);
                 format!("{} = {v:#x}", String::from_utf8_lossy(&kv.key))
             }
             2 => {
@@ -594,10 +595,10 @@ impl Gguf {
                 }
                 let kv = &mut self.kvs[*rng.pick(&floats)];
                 let v = *rng.pick(&[f64::NAN, f64::INFINITY, -1.0, 0.0, 1e30, -1e-30]);
-                if kv.ty == 6 {
-                    kv.value.copy_from_slice(&(v as f32).to_le_bytes());
-                } else {
-                    kv.value.copy_from_slice(&v.to_le_bytes());
+                if kv.ty == 6 && kv.value.len() >= 4 {
+                    kv.value[..4].copy_from_slice(&(v as f32).to_le_bytes());
+                } else if kv.value.len() >= 8 {
+                    kv.value[..8].copy_from_slice(&v.to_le_bytes());
                 }
                 format!("{} = {v}", String::from_utf8_lossy(&kv.key))
             }
@@ -625,6 +626,10 @@ impl Gguf {
                 }
                 let kv = &mut self.kvs[*rng.pick(&lens)];
                 let at = if kv.ty == 8 { 0 } else { 4 };
+                if kv.value.len() < at + 8 {
+                    // Retyped by an earlier mutation: no length field here.
+                    return "no-op".into();
+                }
                 let old = u64::from_le_bytes(kv.value[at..at + 8].try_into().unwrap());
                 let v = *rng.pick(&[
                     0,
@@ -648,6 +653,9 @@ impl Gguf {
                     return "no-op".into();
                 }
                 let kv = &mut self.kvs[*rng.pick(&arrays)];
+                if kv.value.len() < 4 {
+                    return "no-op".into();
+                }
                 let ty = *rng.pick(&[0u32, 4, 5, 6, 8, 9, 12, 99]);
                 kv.value[..4].copy_from_slice(&ty.to_le_bytes());
                 format!(

@@ -107,6 +107,11 @@ impl Lens {
 /// Row statistics of a contiguous f32 CPU tensor [rows, vocab], rows in parallel.
 fn cpu_chunk_stats(logits: &Tensor, spec: &StatSpec) -> Result<Vec<DistStats>> {
     let (_, vocab) = logits.dims2()?;
+    if vocab == 0 {
+        return Err(Error::Data(
+            "the model produced logits over an empty vocabulary".into(),
+        ));
+    }
     let (storage, layout) = logits.storage_and_layout();
     let Storage::Cpu(cpu) = &*storage else {
         return Err(Error::Device("expected logits on the CPU".into()));

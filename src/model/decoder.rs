@@ -528,6 +528,18 @@ impl Decoder {
         } else {
             w.linear(&n.lm_head)?
         };
+        // An empty unembedding (a corrupt header) would give distributions over nothing.
+        let (vocab, hidden) = lm_head.dims()?;
+        if vocab == 0 || hidden == 0 {
+            return Err(Error::Config(format!(
+                "the unembedding `{}` has shape [{vocab}, {hidden}]; the file is corrupt",
+                if spec.tie_word_embeddings {
+                    &n.embed
+                } else {
+                    &n.lm_head
+                }
+            )));
+        }
         let layers = spec
             .layer_attention
             .iter()

@@ -107,6 +107,14 @@ impl Linear {
         }
     }
 
+    /// `(out, in)`: the weight's shape.
+    pub fn dims(&self) -> candle_core::Result<(usize, usize)> {
+        match &self.weight {
+            Matrix::Quantized(q) => q.shape().dims2(),
+            Matrix::Dense(t) => t.dims2(),
+        }
+    }
+
     /// Dense weight as f32 [out, in] (dequantizing if needed).
     pub fn dense_weight(&self) -> candle_core::Result<Tensor> {
         match &self.weight {
