@@ -113,20 +113,33 @@ impl Error {
     }
 }
 
+thread_local! {
+    /// Set while [`guard_dependency`] runs a dependency on this thread: its panic is expected.
+    static SILENCED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// Runs a dependency's parser on untrusted input and turns a panic inside it into an error.
 ///
 /// Some parsers panic on malformed input (tokenizers 0.23 unwraps inside its decoder
 /// deserialisation, for one); a user's file must still get an `error:`, not exit code 101. The
-/// default panic message is silenced meanwhile (the hook is process-wide, so a panic on another
-/// thread in that instant goes unprinted; loading is not a hot path).
+/// panic message is silenced on this thread only: a hook installed once defers to the previous hook
+/// unless the panicking thread is inside a guarded call, so concurrent calls cannot leave it off.
 pub(crate) fn guard_dependency<T>(
     f: impl FnOnce() -> Result<T>,
     on_panic: impl FnOnce(String) -> Error,
 ) -> Result<T> {
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !SILENCED.with(std::cell::Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+    let was = SILENCED.with(|s| s.replace(true));
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-    std::panic::set_hook(hook);
+    SILENCED.with(|s| s.set(was));
     outcome.unwrap_or_else(|payload| {
         let msg = payload
             .downcast_ref::<String>()
