@@ -372,10 +372,19 @@ fn an_unwritable_stderr_or_a_closed_stdout_is_exit_1_not_a_panic_or_lost_output(
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("standard output is closed"), "{stderr}");
-    // Discarding the output on purpose is fine.
+    // Discarding the output on purpose is fine: write-only as a shell's `>/dev/null` opens it,
+    // and read-write as Python's `subprocess.DEVNULL` and daemon(3) do (`1<>/dev/null`).
     let out = Command::new(common::cli())
         .args(["profile", "--model", &tiny(), "--prompt", "Hi"])
         .stdout(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("exec \"$0\" profile --model \"$1\" --prompt Hi 1<>/dev/null")
+        .arg(common::cli())
+        .arg(tiny())
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{out:?}");

@@ -3,9 +3,29 @@
 
 use std::io::Write;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::Parser;
 use entropy_lens::cli::{args::Cli, check_stdout, dispatch, printable};
+
+/// Whether descriptor 1 was closed when the process started, recorded before the Rust runtime
+/// reopens closed standard descriptors on `/dev/null` (after which a closed stdout and
+/// `>/dev/null` look alike).
+static STDOUT_CLOSED_AT_START: AtomicBool = AtomicBool::new(false);
+
+/// Runs from the executable's constructor table, before `main` and the runtime's setup.
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+#[used]
+#[cfg_attr(target_os = "linux", link_section = ".init_array")]
+#[cfg_attr(target_os = "macos", link_section = "__DATA,__mod_init_func")]
+static RECORD_STDOUT_STATE: extern "C" fn() = record_stdout_state;
+
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+extern "C" fn record_stdout_state() {
+    // SAFETY: F_GETFD only reads the descriptor's flags; -1 (EBADF) means it is not open.
+    let closed = unsafe { libc::fcntl(1, libc::F_GETFD) } == -1;
+    STDOUT_CLOSED_AT_START.store(closed, Ordering::Relaxed);
+}
 
 fn main() -> ExitCode {
     // candle attaches a backtrace to its errors when RUST_BACKTRACE is set, and it would print
@@ -15,7 +35,7 @@ fn main() -> ExitCode {
         std::env::set_var("RUST_LIB_BACKTRACE", "0");
     }
     let cli = Cli::parse();
-    let result = check_stdout().and_then(|()| {
+    let result = check_stdout(STDOUT_CLOSED_AT_START.load(Ordering::Relaxed)).and_then(|()| {
         let stdout = std::io::stdout();
         let mut out = stdout.lock();
         dispatch(cli, &mut out)

@@ -326,32 +326,39 @@ impl KvCache {
     }
 }
 
-/// Additive attention mask for queries at `offset..offset + len` over keys `0..offset + len`:
-/// causal, and limited to the last `window` positions (the query's own included) when set.
-/// Returns `None` when nothing is masked.
+/// The first key position any of the queries at `offset..` may see: 0 without a window, else the
+/// first position in the window of the chunk's first query.
+pub fn first_visible_key(offset: usize, window: Option<usize>) -> usize {
+    window.map_or(0, |w| (offset + 1).saturating_sub(w))
+}
+
+/// Additive attention mask for queries at `offset..offset + len` over the keys they may see,
+/// `first_visible_key(offset, window)..offset + len`: causal, and limited to the last `window`
+/// positions (the query's own included) when set. Returns `None` when nothing is masked (a
+/// single query sees every key from the first visible one on).
 ///
 /// # Shapes
-/// returns [len, offset + len]
+/// returns [len, offset + len - first_visible_key(offset, window)]
 pub fn attention_mask(
     offset: usize,
     len: usize,
     window: Option<usize>,
     device: &Device,
 ) -> Result<Option<Tensor>> {
-    let total = offset + len;
-    let window_bites = window.is_some_and(|w| total > w);
-    if len == 1 && !window_bites {
+    if len <= 1 {
         return Ok(None);
     }
-    let mut mask = Vec::with_capacity(len * total);
+    let first = first_visible_key(offset, window);
+    let total = offset + len;
+    let mut mask = Vec::with_capacity(len * (total - first));
     for i in 0..len {
         let q = offset + i;
-        for j in 0..total {
+        for j in first..total {
             let visible = j <= q && window.is_none_or(|w| q - j < w);
             mask.push(if visible { 0f32 } else { f32::NEG_INFINITY });
         }
     }
-    Ok(Some(Tensor::from_vec(mask, (len, total), device)?))
+    Ok(Some(Tensor::from_vec(mask, (len, total - first), device)?))
 }
 
 /// Which keys each query sees: queries are positions `offset..offset + s`, keys `0..offset + s`;
@@ -364,12 +371,13 @@ pub struct Causal {
 
 /// Scaled dot-product attention with grouped key/value heads; `softcap` bounds the scores as
 /// `cap · tanh(score / cap)` before the mask (Gemma 2). `mask` is the additive form of `causal`
-/// ([`attention_mask`]), used off the CPU; on the CPU the scores are masked and normalised in one
+/// ([`attention_mask`], whose columns start at the first visible key), used off the CPU; on the CPU the scores are masked and normalised in one
 /// pass per row instead ([`causal_softmax_cpu`]), which matters for long prompts, whose score
 /// matrices are the largest tensors of a forward pass.
 ///
 /// # Shapes
-/// `q`: [b, heads, s, hd]; `k`, `v`: [b, kv_heads, t, hd]; `mask`: [s, t] → [b, heads, s, hd]
+/// `q`: [b, heads, s, hd]; `k`, `v`: [b, kv_heads, t, hd]; `mask`: [s, offset + s − first visible
+/// key] → [b, heads, s, hd]
 pub fn attention(
     q: &Tensor,
     k: &Tensor,
@@ -387,9 +395,7 @@ pub fn attention(
     let Some(first_key) = end.checked_sub(t) else {
         candle_core::bail!("{t} keys for {s} queries at offset {}", causal.offset)
     };
-    let first_seen = causal.window.map_or(first_key, |w| {
-        (causal.offset + 1).saturating_sub(w).max(first_key)
-    });
+    let first_seen = first_visible_key(causal.offset, causal.window).max(first_key);
     let from = first_seen - first_key;
     let (k, v) = if from > 0 {
         (
@@ -399,10 +405,18 @@ pub fn attention(
     } else {
         (k.clone(), v.clone())
     };
-    // The additive mask has a column per absolute key position.
+    // The additive mask has a column per key from the first visible one on.
     let mask = match mask {
-        Some(m) if first_seen > 0 => Some(m.narrow(1, first_seen, end - first_seen)?),
-        m => m.cloned(),
+        Some(m) => {
+            let mask_start = end.saturating_sub(m.dim(1)?);
+            let Some(skip) = first_seen.checked_sub(mask_start) else {
+                candle_core::bail!(
+                    "mask starts at key {mask_start}, after the first seen {first_seen}"
+                )
+            };
+            Some(m.narrow(1, skip, end - first_seen)?)
+        }
+        None => None,
     };
     let causal = Causal {
         offset: causal.offset - first_seen,
@@ -524,11 +538,24 @@ mod tests {
                 Some(c) => soft_cap(&scores, c).unwrap(),
                 None => scores.clone(),
             };
+            // The mask covers the visible keys only; the fused softmax gives the others 0.
+            let first = first_visible_key(offset, window);
+            let capped = capped
+                .narrow(3, first, t - first)
+                .unwrap()
+                .contiguous()
+                .unwrap();
             let masked = match attention_mask(offset, s, window, &Device::Cpu).unwrap() {
                 Some(m) => capped.broadcast_add(&m).unwrap(),
                 None => capped,
             };
             let reference = candle_nn::ops::softmax_last_dim(&masked).unwrap();
+            if first > 0 {
+                let hidden = fused.narrow(3, 0, first).unwrap().abs().unwrap();
+                let hidden = hidden.flatten_all().unwrap().max(0).unwrap();
+                assert_eq!(hidden.to_scalar::<f32>().unwrap(), 0.0);
+            }
+            let fused = fused.narrow(3, first, t - first).unwrap();
             let diff = (fused - reference)
                 .unwrap()
                 .abs()
@@ -565,16 +592,29 @@ mod tests {
                 vec![false, false, true, true],
             ]
         );
-        // A single decode step with a short cache needs no mask; a long one does.
-        assert!(attention_mask(3, 1, Some(8), &Device::Cpu)
-            .unwrap()
-            .is_none());
-        let m = attention_mask(3, 1, Some(2), &Device::Cpu)
+        // A single decode step sees every key from its window's start: no mask, short or long.
+        for window in [Some(8), Some(2), None] {
+            assert!(attention_mask(3, 1, window, &Device::Cpu)
+                .unwrap()
+                .is_none());
+        }
+        // A later chunk's mask starts at its first query's window: keys 4..8 for queries 5..8.
+        let m = attention_mask(5, 3, Some(2), &Device::Cpu)
             .unwrap()
             .unwrap();
         let v: Vec<Vec<f32>> = m.to_vec2().unwrap();
-        assert_eq!(v[0].iter().filter(|x| x.is_finite()).count(), 2);
-        assert!(v[0][3].is_finite() && v[0][2].is_finite() && !v[0][1].is_finite());
+        let visible: Vec<Vec<bool>> = v
+            .iter()
+            .map(|r| r.iter().map(|x| x.is_finite()).collect())
+            .collect();
+        assert_eq!(
+            visible,
+            vec![
+                vec![true, true, false, false],
+                vec![false, true, true, false],
+                vec![false, false, true, true],
+            ]
+        );
     }
 
     #[test]
