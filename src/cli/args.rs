@@ -203,6 +203,10 @@ pub struct ProfileArgs {
     /// Blocks to skip, numbered 1..=L, comma-separated: their write to the residual stream is zeroed.
     #[arg(long, value_delimiter = ',')]
     pub skip: Vec<usize>,
+    /// Prompts run together as one left-padded batch [default: 8 on the CPU, 32 on a GPU]; 1 runs
+    /// each alone. Profiles agree with unbatched ones to about 1e-6 nats.
+    #[arg(long)]
+    pub batch_size: Option<usize>,
     /// Print JSON Lines (one object per prompt) instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -257,7 +261,7 @@ pub struct ExperimentArgs {
     /// Prompt style of the skip experiment: base (default), instruct or humble.
     #[arg(long)]
     pub style: Option<String>,
-    /// Items handed to the profiler at once.
+    /// Prompts run as one left-padded batch (faster; profiles agree with --batch 1 to about 1e-6 nats, and a resume is byte-identical at the same batch size). MMLU and skip score one question at a time.
     #[arg(long, default_value_t = 1)]
     pub batch: usize,
     /// Print result.json instead of tables.

@@ -45,6 +45,7 @@ impl super::args::ProfileArgs {
             device: self.model.device.clone(),
             dtype: self.model.dtype()?,
             skip: self.skip.clone(),
+            batch_size: self.batch_size,
         })
     }
 }
@@ -72,6 +73,8 @@ pub struct ProfileOptions {
     pub device: String,
     pub dtype: Option<WeightDType>,
     pub skip: Vec<usize>,
+    /// Prompts per batch (None: [`crate::runner::default_batch_size`] for the device).
+    pub batch_size: Option<usize>,
 }
 
 #[derive(Deserialize)]
@@ -177,12 +180,16 @@ pub fn profile(
         requests.len() as u64 * opts.generate.max(1) as u64,
         "profiling",
     );
-    for r in &requests {
-        let profile = profiler.run_with_progress(r, Some(&bar))?;
-        if opts.generate == 0 {
-            bar.inc(1);
+    if let Some(n) = opts.batch_size {
+        profiler.set_batch_size(n)?;
+    }
+    for group in requests.chunks(profiler.batch_size()) {
+        for profile in profiler.run_batch_with_progress(group, Some(&bar))? {
+            if opts.generate == 0 {
+                bar.inc(1);
+            }
+            bar.suspend(|| sink(&profile))?;
         }
-        bar.suspend(|| sink(&profile))?;
     }
     bar.finish_and_clear();
     Ok(())

@@ -76,11 +76,35 @@ impl Lens {
         resid: &Tensor,
         keep: Option<usize>,
     ) -> Result<LensOutput> {
+        let keep: Vec<usize> = keep.into_iter().collect();
+        let (stats, mut kept) = self.apply_keep_rows(model, resid, &keep)?;
+        Ok(LensOutput {
+            stats,
+            kept_logits: kept.pop(),
+        })
+    }
+
+    /// As [`Lens::apply`], also returning the logits of each row in `keep`, in that order (a
+    /// batch samples each sequence's next token from them).
+    ///
+    /// # Errors
+    /// When a row of `keep` is not a row of `resid`.
+    pub fn apply_keep_rows(
+        &self,
+        model: &Model,
+        resid: &Tensor,
+        keep: &[usize],
+    ) -> Result<(Vec<DistStats>, Vec<Vec<f32>>)> {
         let (rows, _) = resid.dims2()?;
+        if let Some(bad) = keep.iter().find(|&&k| k >= rows) {
+            return Err(Error::invalid(format!(
+                "cannot keep the logits of row {bad} of {rows}"
+            )));
+        }
         let vocab = model.info().vocab_size.max(1);
         let chunk = (self.max_chunk_bytes / (vocab * 4)).max(1);
         let mut stats = Vec::with_capacity(rows);
-        let mut kept_logits = None;
+        let mut kept: Vec<Option<Vec<f32>>> = vec![None; keep.len()];
         let mut start = 0;
         while start < rows {
             let n = chunk.min(rows - start);
@@ -89,8 +113,10 @@ impl Lens {
                 .unembed(&model.final_norm(&x)?)?
                 .to_dtype(DType::F32)?
                 .contiguous()?;
-            if let Some(k) = keep.filter(|k| (start..start + n).contains(k)) {
-                kept_logits = Some(logits.get(k - start)?.to_vec1::<f32>()?);
+            for (slot, &k) in kept.iter_mut().zip(keep) {
+                if (start..start + n).contains(&k) {
+                    *slot = Some(logits.get(k - start)?.to_vec1::<f32>()?);
+                }
             }
             let chunk_stats = if self.force_device_path || !matches!(logits.device(), Device::Cpu) {
                 device::chunk_stats(&logits, &self.spec)?
@@ -100,7 +126,11 @@ impl Lens {
             stats.extend(chunk_stats);
             start += n;
         }
-        Ok(LensOutput { stats, kept_logits })
+        let kept = kept
+            .into_iter()
+            .map(|k| k.ok_or_else(|| Error::Data("the lens skipped a kept row".into())))
+            .collect::<Result<Vec<_>>>()?;
+        Ok((stats, kept))
     }
 }
 

@@ -498,7 +498,7 @@ impl Block {
 /// Per-forward tables of one attention kind, shared by the layers that use it.
 struct Step<'a> {
     rotary: Option<(&'a Rotary, Tensor, Tensor)>,
-    causal: Causal,
+    causal: Causal<'a>,
     /// The additive mask of `causal`, off the CPU only (the CPU masks inside the softmax).
     mask: Option<Tensor>,
 }
@@ -558,17 +558,33 @@ impl Decoder {
         })
     }
 
-    /// Runs the blocks over `ids` ([b, s]) whose first position is `offset` (the KV-cache
-    /// length), skipping the blocks flagged in `skip`; shows the embedding output (layer 0) and
-    /// the residual after every block (layer i) to `observe`; returns the last residual [b, s, d].
+    /// Runs the blocks over `ids` ([b, s]) whose first column is `offset` (the KV-cache length),
+    /// skipping the blocks flagged in `skip`; shows the embedding output (layer 0) and the residual
+    /// after every block (layer i) to `observe`; returns the last residual [b, s, d].
+    ///
+    /// `pads` (empty, or one per row) left-pads a batch: row r's first `pads[r]` columns are
+    /// padding, its tokens sit at positions `column − pads[r]`, and no query attends to padding.
     pub(crate) fn forward(
         &mut self,
         ids: &Tensor,
         offset: usize,
+        pads: &[usize],
         skip: &[bool],
         observe: Observer<'_>,
     ) -> Result<Tensor> {
-        let (_, s) = ids.dims2()?;
+        let (b, s) = ids.dims2()?;
+        if !pads.is_empty() && pads.len() != b {
+            return Err(Error::invalid(format!(
+                "{} padding counts for a batch of {b} rows",
+                pads.len()
+            )));
+        }
+        // An unpadded batch takes the shared tables (and exactly the single-sequence arithmetic).
+        let pads = if pads.iter().all(|&p| p == 0) {
+            &[][..]
+        } else {
+            pads
+        };
         let steps = self
             .spec
             .attention_kinds
@@ -578,7 +594,11 @@ impl Decoder {
                     .rotary
                     .as_ref()
                     .map(|r| {
-                        let (cos, sin) = r.tables(offset, s, &self.device)?;
+                        let (cos, sin) = if pads.is_empty() {
+                            r.tables(offset, s, &self.device)?
+                        } else {
+                            r.padded_tables(offset, s, pads, &self.device)?
+                        };
                         Ok::<_, Error>((r, cos, sin))
                     })
                     .transpose()?;
@@ -587,11 +607,12 @@ impl Decoder {
                     causal: Causal {
                         offset,
                         window: kind.window,
+                        pads,
                     },
                     mask: if matches!(self.device, Device::Cpu) {
                         None
                     } else {
-                        attention_mask(offset, s, kind.window, &self.device)?
+                        attention_mask(offset, s, kind.window, pads, &self.device)?
                     },
                 })
             })
@@ -601,8 +622,18 @@ impl Decoder {
             x = (x * scale)?;
         }
         if let Some(pos) = &self.positions {
-            let idx = Tensor::arange(offset as u32, (offset + s) as u32, &self.device)?;
-            x = x.broadcast_add(&pos.forward(&idx.unsqueeze(0)?, self.dtype)?)?;
+            let idx = if pads.is_empty() {
+                Tensor::arange(offset as u32, (offset + s) as u32, &self.device)?.unsqueeze(0)?
+            } else {
+                let idx: Vec<u32> = pads
+                    .iter()
+                    .flat_map(|&pad| {
+                        (offset..offset + s).map(move |c| c.saturating_sub(pad) as u32)
+                    })
+                    .collect();
+                Tensor::from_vec(idx, (b, s), &self.device)?
+            };
+            x = x.broadcast_add(&pos.forward(&idx, self.dtype)?)?;
         }
         observe(0, &x)?;
         for (i, block) in self.layers.iter_mut().enumerate() {
@@ -612,6 +643,14 @@ impl Decoder {
             observe(i + 1, &x)?;
         }
         Ok(x)
+    }
+
+    /// Keeps the batch rows `rows` of every KV cache (a [n] u32 tensor of row indices).
+    pub(crate) fn retain_rows(&mut self, rows: &Tensor) -> Result<()> {
+        for block in &mut self.layers {
+            block.attn.cache.retain_rows(rows)?;
+        }
+        Ok(())
     }
 
     /// The model's final norm (`ln_final`).

@@ -241,8 +241,53 @@ impl Rotary {
     /// # Shapes
     /// returns two [len, head_dim / 2] tensors
     pub fn tables(&self, offset: usize, len: usize, device: &Device) -> Result<(Tensor, Tensor)> {
+        let (cos, sin) = self.table_values(offset, len, offset + len);
+        let half = self.inv_freq.len();
+        Ok((
+            Tensor::from_vec(cos, (len, half), device)?,
+            Tensor::from_vec(sin, (len, half), device)?,
+        ))
+    }
+
+    /// Tables for a left-padded batch: row r's columns `offset..offset + len` hold positions
+    /// `column − pads[r]` (padding columns get position 0; nothing attends to them).
+    ///
+    /// # Shapes
+    /// returns two [pads.len(), len, head_dim / 2] tensors
+    pub fn padded_tables(
+        &self,
+        offset: usize,
+        len: usize,
+        pads: &[usize],
+        device: &Device,
+    ) -> Result<(Tensor, Tensor)> {
+        let mut cos = Vec::with_capacity(pads.len() * len * self.inv_freq.len());
+        let mut sin = Vec::with_capacity(cos.capacity());
+        for &pad in pads {
+            // Row r alone would run positions offset − pad ..; its length so far picks LongRoPE's
+            // frequencies exactly as it would alone.
+            let first = offset.saturating_sub(pad);
+            let skipped = pad.saturating_sub(offset).min(len);
+            cos.extend(std::iter::repeat_n(
+                self.attention_factor,
+                skipped * self.inv_freq.len(),
+            ));
+            sin.extend(std::iter::repeat_n(0.0, skipped * self.inv_freq.len()));
+            let (c, s) = self.table_values(first, len - skipped, first + len - skipped);
+            cos.extend(c);
+            sin.extend(s);
+        }
+        let half = self.inv_freq.len();
+        Ok((
+            Tensor::from_vec(cos, (pads.len(), len, half), device)?,
+            Tensor::from_vec(sin, (pads.len(), len, half), device)?,
+        ))
+    }
+
+    /// cos and sin values for positions `offset..offset + len` of a sequence `seq_len` long.
+    fn table_values(&self, offset: usize, len: usize, seq_len: usize) -> (Vec<f32>, Vec<f32>) {
         let freqs = match &self.long {
-            Some((limit, long)) if offset + len > *limit => long,
+            Some((limit, long)) if seq_len > *limit => long,
             _ => &self.inv_freq,
         };
         let half = freqs.len();
@@ -257,10 +302,7 @@ impl Rotary {
                 sin.push(angle.sin() * a);
             }
         }
-        Ok((
-            Tensor::from_vec(cos, (len, half), device)?,
-            Tensor::from_vec(sin, (len, half), device)?,
-        ))
+        (cos, sin)
     }
 
     /// Rotates the first [`Rotary::dim`] features of every head; the rest pass unchanged.
@@ -321,6 +363,18 @@ impl KvCache {
         Ok(())
     }
 
+    /// Keeps the batch rows `rows` (a [n] u32 tensor of row indices), in that order.
+    pub fn retain_rows(&mut self, rows: &Tensor) -> candle_core::Result<()> {
+        if let Some((k, v)) = &self.kv {
+            // `cat` along the sequence may leave a strided view; index_select needs it packed.
+            self.kv = Some((
+                k.contiguous()?.index_select(rows, 0)?,
+                v.contiguous()?.index_select(rows, 0)?,
+            ));
+        }
+        Ok(())
+    }
+
     pub fn clear(&mut self) {
         self.kv = None;
     }
@@ -333,51 +387,89 @@ pub fn first_visible_key(offset: usize, window: Option<usize>) -> usize {
 }
 
 /// Additive attention mask for queries at `offset..offset + len` over the keys they may see,
-/// `first_visible_key(offset, window)..offset + len`: causal, and limited to the last `window`
-/// positions (the query's own included) when set. Returns `None` when nothing is masked (a
-/// single query sees every key from the first visible one on).
+/// `first_visible_key(offset, window)..offset + len` (see [`Causal::sees`]). Returns `None` when
+/// nothing is masked (a single query of an unpadded batch sees every key from the first visible
+/// one on).
 ///
 /// # Shapes
-/// returns [len, offset + len - first_visible_key(offset, window)]
+/// returns [len, width] without padding, [b, 1, len, width] with `pads` (one per row), where
+/// width = offset + len − first_visible_key(offset, window)
 pub fn attention_mask(
     offset: usize,
     len: usize,
     window: Option<usize>,
+    pads: &[usize],
     device: &Device,
 ) -> Result<Option<Tensor>> {
-    if len <= 1 {
+    let first = first_visible_key(offset, window);
+    let padded = pads.iter().any(|&p| p > first);
+    if len <= 1 && !padded {
         return Ok(None);
     }
-    let first = first_visible_key(offset, window);
     let total = offset + len;
-    let mut mask = Vec::with_capacity(len * (total - first));
-    for i in 0..len {
-        let q = offset + i;
-        for j in first..total {
-            let visible = j <= q && window.is_none_or(|w| q - j < w);
-            mask.push(if visible { 0f32 } else { f32::NEG_INFINITY });
+    let width = total - first;
+    let rows: &[usize] = if padded { pads } else { &[0] };
+    let mut mask = Vec::with_capacity(rows.len() * len * width);
+    for &pad in rows {
+        let causal = Causal {
+            offset,
+            window,
+            pads: &[],
+        };
+        for i in 0..len {
+            let q = offset + i;
+            for j in first..total {
+                let visible = causal.sees(q, j) && (j >= pad || j == q);
+                mask.push(if visible { 0f32 } else { f32::NEG_INFINITY });
+            }
         }
     }
-    Ok(Some(Tensor::from_vec(mask, (len, total - first), device)?))
+    let mask = if padded {
+        Tensor::from_vec(mask, (pads.len(), 1, len, width), device)?
+    } else {
+        Tensor::from_vec(mask, (len, width), device)?
+    };
+    Ok(Some(mask))
 }
 
-/// Which keys each query sees: queries are positions `offset..offset + s`, keys `0..offset + s`;
-/// causal, and limited to the last `window` positions (the query's own included) when set.
+/// Which keys each query sees: queries are columns `offset..offset + s`, keys `0..offset + s`;
+/// causal, limited to the last `window` positions (the query's own included) when set, and, in a
+/// left-padded batch, never a padding column of its row (`pads[row]` of them; a padding query
+/// sees itself only, so that no row of scores is empty).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Causal {
+pub struct Causal<'a> {
     pub offset: usize,
     pub window: Option<usize>,
+    /// Left padding per batch row; empty when the batch has none.
+    pub pads: &'a [usize],
+}
+
+impl Causal<'_> {
+    /// Whether query column `q` sees key column `j`, padding aside.
+    pub fn sees(&self, q: usize, j: usize) -> bool {
+        j <= q && self.window.is_none_or(|w| q - j < w)
+    }
+
+    /// The keys query column `q` of batch row `row` sees, as a range of columns.
+    fn visible(&self, row: usize, q: usize) -> std::ops::RangeInclusive<usize> {
+        let lo = self.window.map_or(0, |w| (q + 1).saturating_sub(w));
+        match self.pads.get(row) {
+            Some(&pad) if q < pad => q..=q,
+            Some(&pad) => lo.max(pad)..=q,
+            None => lo..=q,
+        }
+    }
 }
 
 /// Scaled dot-product attention with grouped key/value heads; `softcap` bounds the scores as
 /// `cap · tanh(score / cap)` before the mask (Gemma 2). `mask` is the additive form of `causal`
-/// ([`attention_mask`], whose columns start at the first visible key), used off the CPU; on the CPU the scores are masked and normalised in one
-/// pass per row instead ([`causal_softmax_cpu`]), which matters for long prompts, whose score
-/// matrices are the largest tensors of a forward pass.
+/// ([`attention_mask`], whose columns start at the first visible key), used off the CPU; on the
+/// CPU the scores are masked and normalised in one pass per row instead ([`causal_softmax_cpu`]),
+/// which matters for long prompts, whose score matrices are the largest tensors of a forward pass.
 ///
 /// # Shapes
-/// `q`: [b, heads, s, hd]; `k`, `v`: [b, kv_heads, t, hd]; `mask`: [s, offset + s − first visible
-/// key] → [b, heads, s, hd]
+/// `q`: [b, heads, s, hd]; `k`, `v`: [b, kv_heads, t, hd]; `mask`: as [`attention_mask`] returns
+/// it → [b, heads, s, hd]
 pub fn attention(
     q: &Tensor,
     k: &Tensor,
@@ -408,19 +500,16 @@ pub fn attention(
     // The additive mask has a column per key from the first visible one on.
     let mask = match mask {
         Some(m) => {
-            let mask_start = end.saturating_sub(m.dim(1)?);
+            let last = m.rank() - 1;
+            let mask_start = end.saturating_sub(m.dim(last)?);
             let Some(skip) = first_seen.checked_sub(mask_start) else {
                 candle_core::bail!(
                     "mask starts at key {mask_start}, after the first seen {first_seen}"
                 )
             };
-            Some(m.narrow(1, skip, end - first_seen)?)
+            Some(m.narrow(last, skip, end - first_seen)?)
         }
         None => None,
-    };
-    let causal = Causal {
-        offset: causal.offset - first_seen,
-        window: causal.window,
     };
     let n_rep = q.dim(1)? / k.dim(1)?;
     let k = candle_transformers::utils::repeat_kv(k, n_rep)?;
@@ -431,7 +520,7 @@ pub fn attention(
     let k = k.to_dtype(DType::F32)?.contiguous()?;
     let scores = q.matmul(&k.t()?)?;
     let probs = if matches!(scores.device(), Device::Cpu) {
-        causal_softmax_cpu(&scores, causal, softcap)?
+        causal_softmax_cpu(&scores, causal, first_seen, softcap)?
     } else {
         let scores = match softcap {
             Some(cap) => soft_cap(&scores, cap)?,
@@ -449,26 +538,31 @@ pub fn attention(
 }
 
 /// Softmax over the keys each query may see (see [`Causal`]), after the optional soft-cap; keys it
-/// may not see get probability 0. One read and one write of the scores, row by row in parallel.
+/// may not see get probability 0. The scores' first key is column `first_key`. One read and one
+/// write of the scores, row by row in parallel.
 ///
 /// # Shapes
-/// `scores`: [b, heads, s, t] (f32, CPU), t = offset + s → same
+/// `scores`: [b, heads, s, t] (f32, CPU), t = offset + s − first_key → same
 pub fn causal_softmax_cpu(
     scores: &Tensor,
     causal: Causal,
+    first_key: usize,
     softcap: Option<f64>,
 ) -> candle_core::Result<Tensor> {
     use rayon::prelude::*;
     let dims = scores.dims().to_vec();
-    let (s, t) = match dims.as_slice() {
-        [.., s, t] => (*s, *t),
-        _ => candle_core::bail!("attention scores need at least two dimensions"),
+    let (b, s, t) = match dims.as_slice() {
+        [b, _, s, t] => (*b, *s, *t),
+        _ => candle_core::bail!("attention scores must be [batch, heads, queries, keys]"),
     };
-    if causal.offset + s != t {
+    if causal.offset + s != first_key + t {
         candle_core::bail!(
-            "attention scores over {t} keys for {s} queries at offset {}",
+            "attention scores over {t} keys from column {first_key} for {s} queries at offset {}",
             causal.offset
         )
+    }
+    if !causal.pads.is_empty() && causal.pads.len() != b {
+        candle_core::bail!("{} padding counts for a batch of {b}", causal.pads.len())
     }
     let scores = scores.contiguous()?;
     let (storage, layout) = scores.storage_and_layout();
@@ -476,6 +570,7 @@ pub fn causal_softmax_cpu(
         candle_core::bail!("causal_softmax_cpu needs a CPU tensor")
     };
     let n = scores.elem_count();
+    let rows_per_batch = n / (t * b).max(1);
     let src = &cpu.as_slice::<f32>()?[layout.start_offset()..layout.start_offset() + n];
     let cap = softcap.map(|c| c as f32);
     let mut out = vec![0f32; n];
@@ -484,8 +579,13 @@ pub fn causal_softmax_cpu(
         .enumerate()
         .for_each(|(row, (o, x))| {
             let q = causal.offset + row % s;
-            let lo = causal.window.map_or(0, |w| (q + 1).saturating_sub(w));
-            let seen = &x[lo..=q];
+            let keys = causal.visible(row / rows_per_batch, q);
+            // The window and padding may start before the scores do (keys already cut off).
+            let (lo, hi) = (
+                keys.start().max(&first_key) - first_key,
+                keys.end() - first_key,
+            );
+            let seen = &x[lo..=hi];
             let capped = |v: f32| match cap {
                 Some(c) => c * (v / c).tanh(),
                 None => v,
@@ -495,13 +595,13 @@ pub fn causal_softmax_cpu(
                 .map(|&v| capped(v))
                 .fold(f32::NEG_INFINITY, f32::max);
             let mut sum = 0f32;
-            for (oj, &v) in o[lo..=q].iter_mut().zip(seen) {
+            for (oj, &v) in o[lo..=hi].iter_mut().zip(seen) {
                 let e = (capped(v) - max).exp();
                 *oj = e;
                 sum += e;
             }
             let inv = 1.0 / sum;
-            o[lo..=q].iter_mut().for_each(|p| *p *= inv);
+            o[lo..=hi].iter_mut().for_each(|p| *p *= inv);
         });
     drop(storage);
     Tensor::from_vec(out, dims, &Device::Cpu)
@@ -524,16 +624,26 @@ mod tests {
     #[test]
     fn fused_causal_softmax_equals_mask_then_softmax() {
         // The CPU path (one pass per row) against the device path (additive mask, softmax).
-        for (offset, s, window, cap) in [
-            (0, 5, None, None),
-            (7, 4, None, None),
-            (7, 4, Some(3), None),
-            (0, 6, Some(2), Some(3.0)),
-            (9, 1, Some(4), Some(0.5)),
+        // Batches of two rows, unpadded and left-padded (a row padded into its chunk's queries).
+        for (offset, s, window, cap, pads) in [
+            (0, 5, None, None, vec![]),
+            (7, 4, None, None, vec![]),
+            (7, 4, Some(3), None, vec![]),
+            (0, 6, Some(2), Some(3.0), vec![]),
+            (9, 1, Some(4), Some(0.5), vec![]),
+            (0, 5, None, None, vec![0, 3]),
+            (7, 4, None, Some(2.0), vec![9, 0]),
+            (7, 4, Some(3), None, vec![2, 8]),
+            (9, 1, Some(4), None, vec![7, 0]),
         ] {
             let t = offset + s;
             let scores = Tensor::randn(0f32, 4.0, (2, 3, s, t), &Device::Cpu).unwrap();
-            let fused = causal_softmax_cpu(&scores, Causal { offset, window }, cap).unwrap();
+            let causal = Causal {
+                offset,
+                window,
+                pads: &pads,
+            };
+            let fused = causal_softmax_cpu(&scores, causal, 0, cap).unwrap();
             let capped = match cap {
                 Some(c) => soft_cap(&scores, c).unwrap(),
                 None => scores.clone(),
@@ -545,7 +655,7 @@ mod tests {
                 .unwrap()
                 .contiguous()
                 .unwrap();
-            let masked = match attention_mask(offset, s, window, &Device::Cpu).unwrap() {
+            let masked = match attention_mask(offset, s, window, &pads, &Device::Cpu).unwrap() {
                 Some(m) => capped.broadcast_add(&m).unwrap(),
                 None => capped,
             };
@@ -568,14 +678,14 @@ mod tests {
                 .unwrap();
             assert!(
                 diff < 1e-6,
-                "offset {offset}, s {s}, window {window:?}: {diff}"
+                "offset {offset}, s {s}, window {window:?}, pads {pads:?}: {diff}"
             );
         }
     }
 
     #[test]
     fn mask_is_causal_and_windowed() {
-        let m = attention_mask(0, 4, Some(2), &Device::Cpu)
+        let m = attention_mask(0, 4, Some(2), &[], &Device::Cpu)
             .unwrap()
             .unwrap();
         let v: Vec<Vec<f32>> = m.to_vec2().unwrap();
@@ -594,12 +704,12 @@ mod tests {
         );
         // A single decode step sees every key from its window's start: no mask, short or long.
         for window in [Some(8), Some(2), None] {
-            assert!(attention_mask(3, 1, window, &Device::Cpu)
+            assert!(attention_mask(3, 1, window, &[], &Device::Cpu)
                 .unwrap()
                 .is_none());
         }
         // A later chunk's mask starts at its first query's window: keys 4..8 for queries 5..8.
-        let m = attention_mask(5, 3, Some(2), &Device::Cpu)
+        let m = attention_mask(5, 3, Some(2), &[], &Device::Cpu)
             .unwrap()
             .unwrap();
         let v: Vec<Vec<f32>> = m.to_vec2().unwrap();
@@ -615,6 +725,32 @@ mod tests {
                 vec![false, false, true, true],
             ]
         );
+        // A padded batch needs a mask even for one query: row 0's two padding columns are hidden.
+        let m = attention_mask(3, 1, None, &[2, 0], &Device::Cpu)
+            .unwrap()
+            .unwrap();
+        assert_eq!(m.dims(), &[2, 1, 1, 4]);
+        let v: Vec<f32> = m.flatten_all().unwrap().to_vec1().unwrap();
+        let visible: Vec<bool> = v.iter().map(|x| x.is_finite()).collect();
+        assert_eq!(
+            visible,
+            vec![false, false, true, true, true, true, true, true]
+        );
+    }
+
+    #[test]
+    fn padded_rotary_tables_give_each_row_its_own_positions() {
+        let r = Rotary::new(8, 10000.0, &RopeScaling::None, false);
+        let (cos, sin) = r.padded_tables(2, 3, &[0, 3], &Device::Cpu).unwrap();
+        assert_eq!(cos.dims(), &[2, 3, 4]);
+        // Row 0 (no padding) runs positions 2..5, row 1 positions 0..2 from column 3 on.
+        let (c0, s0) = r.tables(2, 3, &Device::Cpu).unwrap();
+        let (c1, s1) = r.tables(0, 2, &Device::Cpu).unwrap();
+        let row = |t: &Tensor, i: usize| -> Vec<Vec<f32>> { t.get(i).unwrap().to_vec2().unwrap() };
+        assert_eq!(row(&cos, 0), c0.to_vec2::<f32>().unwrap());
+        assert_eq!(row(&sin, 0), s0.to_vec2::<f32>().unwrap());
+        assert_eq!(row(&cos, 1)[1..], c1.to_vec2::<f32>().unwrap()[..]);
+        assert_eq!(row(&sin, 1)[1..], s1.to_vec2::<f32>().unwrap()[..]);
     }
 
     #[test]

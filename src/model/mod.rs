@@ -114,8 +114,10 @@ pub struct Model {
     info: ModelInfo,
     device: Device,
     skip: Vec<bool>,
-    /// Number of positions in the KV cache.
+    /// Number of columns in the KV cache (positions, plus left padding in a batch).
     cached: usize,
+    /// Left padding per batch row ([`Model::set_left_padding`]); empty for unpadded input.
+    pads: Vec<usize>,
     /// Longest input run through the blocks at once; longer prompts go through the KV cache in
     /// chunks of this size, so attention scores take chunk × length memory, not length².
     prefill_chunk: usize,
@@ -150,6 +152,7 @@ impl Model {
             device,
             skip,
             cached: 0,
+            pads: Vec::new(),
             prefill_chunk: DEFAULT_PREFILL_CHUNK,
         }
     }
@@ -188,10 +191,80 @@ impl Model {
         self.cached
     }
 
-    /// Forget the KV cache (start a new sequence).
+    /// Forget the KV cache and any padding (start new sequences).
     pub fn reset(&mut self) {
         self.decoder.clear_cache();
         self.cached = 0;
+        self.pads.clear();
+    }
+
+    /// Declares the next input a left-padded batch: row r's first `pads[r]` columns are padding
+    /// (any token id; nothing attends to them and they take no position). Call after
+    /// [`Model::reset`], before the first forward of the batch.
+    ///
+    /// # Errors
+    /// When the cache is not empty.
+    pub fn set_left_padding(&mut self, pads: Vec<usize>) -> Result<()> {
+        if self.cached != 0 {
+            return Err(Error::invalid(
+                "left padding is set before the first forward of a batch (reset the model first)",
+            ));
+        }
+        self.pads = pads;
+        Ok(())
+    }
+
+    /// Left padding per batch row (empty when none was set).
+    pub fn left_padding(&self) -> &[usize] {
+        &self.pads
+    }
+
+    /// Keeps the batch rows `rows` (indices into the current batch, in the new order) of the KV
+    /// cache and the padding: rows that finished stop costing anything.
+    pub fn retain_rows(&mut self, rows: &[usize]) -> Result<()> {
+        let idx: Vec<u32> = rows.iter().map(|&r| r as u32).collect();
+        let idx = Tensor::new(idx.as_slice(), &self.device)?;
+        self.decoder.retain_rows(&idx)?;
+        if !self.pads.is_empty() {
+            let pads = rows
+                .iter()
+                .map(|&r| {
+                    self.pads
+                        .get(r)
+                        .copied()
+                        .ok_or_else(|| Error::invalid(format!("no batch row {r} to keep")))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            self.pads = pads;
+        }
+        Ok(())
+    }
+
+    /// Fails when a batch of `b` rows does not match the declared padding.
+    fn check_padding(&self, b: usize) -> Result<()> {
+        if !self.pads.is_empty() && self.pads.len() != b {
+            return Err(Error::invalid(format!(
+                "a batch of {b} rows was run with padding declared for {}",
+                self.pads.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Fails when `s` more columns would take some row past the context length.
+    fn check_context(&self, s: usize) -> Result<()> {
+        // Rows count their own positions: the least padded row is the longest.
+        let least_pad = self.pads.iter().copied().min().unwrap_or(0);
+        let requested = (self.cached + s).saturating_sub(least_pad);
+        if requested > self.info.context_length {
+            return Err(Error::ContextOverflow {
+                requested,
+                context_length: self.info.context_length,
+                prompt_tokens: self.cached.saturating_sub(least_pad),
+                generate: s,
+            });
+        }
+        Ok(())
     }
 
     /// Skip the given blocks, numbered 1..=L as everywhere in this crate (see the crate docs,
@@ -221,18 +294,12 @@ impl Model {
     /// Appends `ids` ([b, s], u32) to the cached sequence and returns the residual streams at the
     /// requested positions, the embedding output included.
     pub fn forward_capture(&mut self, ids: &Tensor, positions: Positions) -> Result<Captured> {
-        let (_, s) = ids.dims2()?;
+        let (b, s) = ids.dims2()?;
         if s == 0 {
             return Err(Error::invalid("forward needs at least one token"));
         }
-        if self.cached + s > self.info.context_length {
-            return Err(Error::ContextOverflow {
-                requested: self.cached + s,
-                context_length: self.info.context_length,
-                prompt_tokens: self.cached,
-                generate: s,
-            });
-        }
+        self.check_padding(b)?;
+        self.check_context(s)?;
         // Long prompts go through the cache chunk by chunk: peak memory grows linearly with the
         // prompt (the attention scores of one chunk against the keys so far), not with its square.
         let chunk = self.prefill_chunk.max(1);
@@ -246,8 +313,13 @@ impl Model {
             if positions == Positions::Last && !last_chunk {
                 // Only the cache is needed from this chunk.
                 let ids_c = ids.narrow(1, start, len)?;
-                self.decoder
-                    .forward(&ids_c, self.cached, &self.skip, &mut |_, _| Ok(()))?;
+                self.decoder.forward(
+                    &ids_c,
+                    self.cached,
+                    &self.pads,
+                    &self.skip,
+                    &mut |_, _| Ok(()),
+                )?;
                 self.cached += len;
                 continue;
             }
@@ -267,7 +339,7 @@ impl Model {
                 ids.narrow(1, start, len)?
             };
             self.decoder
-                .forward(&ids_c, self.cached, &self.skip, &mut observe)?;
+                .forward(&ids_c, self.cached, &self.pads, &self.skip, &mut observe)?;
             self.cached += len;
         }
         let layers = parts
@@ -286,18 +358,12 @@ impl Model {
     /// The model's own next-token logits at every position of `ids` ([b, s] → [b, s, vocab]),
     /// without any lens; appends to the cache like [`Model::forward_capture`].
     pub fn logits(&mut self, ids: &Tensor) -> Result<Tensor> {
-        let (_, s) = ids.dims2()?;
-        if self.cached + s > self.info.context_length {
-            return Err(Error::ContextOverflow {
-                requested: self.cached + s,
-                context_length: self.info.context_length,
-                prompt_tokens: self.cached,
-                generate: s,
-            });
-        }
+        let (b, s) = ids.dims2()?;
+        self.check_padding(b)?;
+        self.check_context(s)?;
         let x = self
             .decoder
-            .forward(ids, self.cached, &self.skip, &mut |_, _| Ok(()))?;
+            .forward(ids, self.cached, &self.pads, &self.skip, &mut |_, _| Ok(()))?;
         self.cached += s;
         self.unembed(&self.final_norm(&x)?)
     }

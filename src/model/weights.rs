@@ -97,12 +97,17 @@ impl Linear {
         match &self.weight {
             Matrix::Quantized(q) => super::qmatmul::forward(q, x),
             Matrix::Dense(w) => {
-                let w = match *x.dims() {
-                    [b1, b2, _, _] => w.broadcast_left((b1, b2))?.t()?,
-                    [b, _, _] => w.broadcast_left(b)?.t()?,
-                    _ => w.t()?,
-                };
-                x.matmul(&w)
+                // One [rows, in] × [in, out] product over every leading dimension: a batch of
+                // decode steps is then one GEMM, not one matrix-vector product per row.
+                let dims = x.dims();
+                if dims.len() <= 2 {
+                    return x.matmul(&w.t()?);
+                }
+                let (inner, lead) = dims.split_last().map_or((0, &[][..]), |(i, l)| (*i, l));
+                let rows: usize = lead.iter().product();
+                let mut out_dims = lead.to_vec();
+                out_dims.push(w.dim(0)?);
+                x.reshape((rows, inner))?.matmul(&w.t()?)?.reshape(out_dims)
             }
         }
     }
@@ -140,7 +145,9 @@ impl Embedding {
             Matrix::Dense(w) => {
                 let mut dims = ids.dims().to_vec();
                 dims.push(self.hidden);
-                w.index_select(&ids.flatten_all()?, 0)?.reshape(dims)?
+                // A chunk of a longer prompt is a narrowed, non-contiguous view of its ids.
+                w.index_select(&ids.flatten_all()?.contiguous()?, 0)?
+                    .reshape(dims)?
             }
         };
         rows.to_dtype(dtype)
