@@ -1,5 +1,6 @@
 //! The device (tensor-op) reduction of the lens, which GPUs run, against the CPU kernel on the
-//! same real residual streams: same entropies, top-p counts and top-k tokens.
+//! same real residual streams: entropies within 1e-5 nats, equal top-p counts and sets, the same
+//! top-k tokens.
 
 mod common;
 
@@ -74,11 +75,9 @@ fn device_reduction_matches_cpu_kernel() {
             path.display(),
             cpu.len()
         );
-        assert!(dh < 1e-4, "{dh}");
-        assert!(
-            topp * 100 <= cpu.len(),
-            "{topp} of {} top-p counts differ",
-            cpu.len()
-        );
+        // The device path runs its top-p search to one of the row's values and resolves ties
+        // exactly, so the counts are equal (real streams have no ties that f64 sums split).
+        assert!(dh < 1e-5, "{dh}");
+        assert_eq!(topp, 0, "{topp} of {} top-p counts differ", cpu.len());
     }
 }
