@@ -11,14 +11,16 @@
 //! as one batch unless `--batch-size` says otherwise). Every case computes the Shannon entropy (and
 //! the top-p count, which the lens always computes) at every block for every generated token,
 //! greedily, past the end-of-sequence token. Prints one JSON line: median tokens/s over the
-//! repetitions (after a warm-up), each repetition, and the process's peak resident memory.
+//! repetitions (after a warm-up), each repetition, the same batch decoded with no lens at all (the
+//! model's share of the time), and the process's peak resident memory.
 
 use std::time::Instant;
 
+use candle_core::{Device, Tensor};
 use entropy_lens::fetch;
 use entropy_lens::lens::StatSpec;
 use entropy_lens::model::{load, LoadOptions, ModelSource, WeightDType};
-use entropy_lens::runner::{ProfileRequest, Profiler};
+use entropy_lens::runner::{argmax, ProfileRequest, Profiler};
 
 /// Eight prompts of different lengths (the batch is left-padded to the longest).
 const PROMPTS: [&str; 8] = [
@@ -42,6 +44,46 @@ fn peak_rss_mib() -> Option<f64> {
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
+}
+
+/// Greedy decoding of `reqs` as one left-padded batch with the model's logits only; returns the
+/// number of tokens generated.
+fn decode_without_lens(prof: &mut Profiler, reqs: &[ProfileRequest], tokens: usize) -> usize {
+    let prompts: Vec<Vec<u32>> = reqs.iter().map(|r| prof.prompt_ids(r).unwrap()).collect();
+    let width = prompts.iter().map(Vec::len).max().unwrap();
+    let pads: Vec<usize> = prompts.iter().map(|p| width - p.len()).collect();
+    let ids: Vec<u32> = prompts
+        .iter()
+        .zip(&pads)
+        .flat_map(|(p, &pad)| std::iter::repeat_n(0, pad).chain(p.iter().copied()))
+        .collect();
+    prof.model.reset();
+    prof.model.set_left_padding(pads).unwrap();
+    let b = prompts.len();
+    let input = Tensor::from_vec(ids, (b, width), &Device::Cpu).unwrap();
+    let mut logits = prof
+        .model
+        .logits(&input)
+        .unwrap()
+        .narrow(1, width - 1, 1)
+        .unwrap();
+    for step in 0..tokens {
+        let next: Vec<u32> = logits
+            .squeeze(1)
+            .unwrap()
+            .to_vec2::<f32>()
+            .unwrap()
+            .iter()
+            .map(|row| argmax(row))
+            .collect();
+        if step + 1 == tokens {
+            break;
+        }
+        let input = Tensor::from_vec(next, (b, 1), &Device::Cpu).unwrap();
+        logits = prof.model.logits(&input).unwrap();
+    }
+    prof.model.reset();
+    b * tokens
 }
 
 fn arg(args: &[String], name: &str) -> Option<String> {
@@ -113,6 +155,14 @@ fn main() {
             generated as f64 / t.elapsed().as_secs_f64()
         })
         .collect();
+    // The same batch with no lens: the model's own logits only, greedy, one forward per step.
+    let plain: Vec<f64> = (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            let n = decode_without_lens(&mut prof, &reqs, tokens);
+            n as f64 / t.elapsed().as_secs_f64()
+        })
+        .collect();
     let line = serde_json::json!({
         "pipeline": "entropy-lens",
         "case": case,
@@ -123,6 +173,7 @@ fn main() {
         "batch_size": batch,
         "tokens_per_s": median(runs.clone()),
         "runs": runs,
+        "no_lens_tokens_per_s": median(plain),
         "peak_rss_mib": peak_rss_mib(),
         "threads": rayon::current_num_threads(),
     });

@@ -511,49 +511,64 @@ pub fn attention(
         }
         None => None,
     };
-    let n_rep = q.dim(1)? / k.dim(1)?;
-    let k = candle_transformers::utils::repeat_kv(k, n_rep)?;
-    let v = candle_transformers::utils::repeat_kv(v, n_rep)?;
+    let (b, heads, _, hd) = q.dims4()?;
+    let kv_heads = k.dim(1)?;
+    let n_rep = heads / kv_heads;
     let dtype = q.dtype();
     // Scaling the queries ([s, hd]) costs less than scaling the scores ([s, t]).
     let q = (q.to_dtype(DType::F32)? * scale)?.contiguous()?;
+    if matches!(q.device(), Device::Cpu) {
+        // Grouped queries: the n_rep query heads of a key/value head are consecutive, so they
+        // stack into one [n_rep · s, hd] matrix per key/value head, and the keys and values are
+        // multiplied as they are instead of being copied n_rep times.
+        let q = q.reshape((b, kv_heads, n_rep * s, hd))?;
+        let k = k.to_dtype(DType::F32)?.contiguous()?;
+        let scores = q.matmul(&k.t()?)?;
+        let probs = causal_softmax_cpu(&scores, s, causal, first_seen, softcap)?;
+        return probs
+            .matmul(&v.to_dtype(DType::F32)?.contiguous()?)?
+            .reshape((b, heads, s, hd))?
+            .to_dtype(dtype);
+    }
+    let k = candle_transformers::utils::repeat_kv(k, n_rep)?;
+    let v = candle_transformers::utils::repeat_kv(v, n_rep)?;
     let k = k.to_dtype(DType::F32)?.contiguous()?;
     let scores = q.matmul(&k.t()?)?;
-    let probs = if matches!(scores.device(), Device::Cpu) {
-        causal_softmax_cpu(&scores, causal, first_seen, softcap)?
-    } else {
-        let scores = match softcap {
-            Some(cap) => soft_cap(&scores, cap)?,
-            None => scores,
-        };
-        let scores = match &mask {
-            Some(m) => scores.broadcast_add(m)?,
-            None => scores,
-        };
-        candle_nn::ops::softmax_last_dim(&scores)?
+    let scores = match softcap {
+        Some(cap) => soft_cap(&scores, cap)?,
+        None => scores,
     };
-    probs
+    let scores = match &mask {
+        Some(m) => scores.broadcast_add(m)?,
+        None => scores,
+    };
+    candle_nn::ops::softmax_last_dim(&scores)?
         .matmul(&v.to_dtype(DType::F32)?.contiguous()?)?
         .to_dtype(dtype)
 }
 
 /// Softmax over the keys each query may see (see [`Causal`]), after the optional soft-cap; keys it
-/// may not see get probability 0. The scores' first key is column `first_key`. One read and one
+/// may not see get probability 0. The scores' first key is column `first_key`; their rows cycle
+/// through the `queries` query columns (several query heads may share a matrix). One read and one
 /// write of the scores, row by row in parallel.
 ///
 /// # Shapes
-/// `scores`: [b, heads, s, t] (f32, CPU), t = offset + s − first_key → same
+/// `scores`: [b, heads, r · queries, t] (f32, CPU), t = offset + queries − first_key → same
 pub fn causal_softmax_cpu(
     scores: &Tensor,
+    queries: usize,
     causal: Causal,
     first_key: usize,
     softcap: Option<f64>,
 ) -> candle_core::Result<Tensor> {
     use rayon::prelude::*;
     let dims = scores.dims().to_vec();
-    let (b, s, t) = match dims.as_slice() {
-        [b, _, s, t] => (*b, *s, *t),
-        _ => candle_core::bail!("attention scores must be [batch, heads, queries, keys]"),
+    let s = queries;
+    let (b, t) = match dims.as_slice() {
+        [b, _, rows, t] if s > 0 && rows % s == 0 => (*b, *t),
+        _ => candle_core::bail!(
+            "attention scores must be [batch, heads, rows, keys] with rows a multiple of {s} queries"
+        ),
     };
     if causal.offset + s != first_key + t {
         candle_core::bail!(
@@ -643,7 +658,7 @@ mod tests {
                 window,
                 pads: &pads,
             };
-            let fused = causal_softmax_cpu(&scores, causal, 0, cap).unwrap();
+            let fused = causal_softmax_cpu(&scores, s, causal, 0, cap).unwrap();
             let capped = match cap {
                 Some(c) => soft_cap(&scores, c).unwrap(),
                 None => scores.clone(),
