@@ -19,9 +19,9 @@ are measured by the same script (torch, same threads) so the figures can be read
     ~/.cache/entropy-lens/pyref/bin/python scripts/compare-pipelines.py [--reps 3] [--quick]
 
 Needs torch, transformers (>= 5; GGUF loading needs `gguf`) and numpy; prints the Markdown table
-that docs/benchmarks.md records. `--quick`: one repetition, and the authors' approach at 256 tokens
-measured on 2 of the 8 prompts (it runs one prompt at a time, so its rate does not depend on how
-many prompts there are).
+that docs/benchmarks.md records. `--quick`: one repetition. The authors' approach runs one prompt at
+a time, so its rate does not depend on the number of prompts: with 8 prompts it is measured once, and
+at 256 tokens on 2 of the 8 prompts (a full repetition would take most of an hour on two cores).
 """
 
 import argparse
@@ -244,19 +244,26 @@ def main():
     started = time.strftime("%Y-%m-%d %H:%M")
     results = {"limits": child(me + ["--limits"])}
     rows = []
-    for case in CASES:
+    for case, (n_prompts, tokens) in CASES.items():
         for pipeline in ["authors", "hooks", "entropy-lens"]:
             if pipeline == "entropy-lens":
                 cmd = ["cargo", "bench", "-q", "--bench", "throughput", "--",
                        "--case", case, "--reps", str(reps), "--dtype", "f32"]
             else:
-                cmd = me + ["--worker", pipeline, case, "--reps", str(reps)]
-                # One prompt at a time, its rate does not depend on the number of prompts.
-                if pipeline == "authors" and case == "b8x256" and args.quick:
-                    cmd += ["--authors-prompts", "2"]
+                cmd = me + ["--worker", pipeline, case]
+                if pipeline == "authors" and n_prompts > 1:
+                    # One prompt at a time: its rate does not depend on how many prompts there
+                    # are, and a repetition of 8 x 256 tokens would take most of an hour.
+                    cmd += ["--reps", "1"]
+                    if tokens > 32:
+                        cmd += ["--authors-prompts", "2"]
+                else:
+                    cmd += ["--reps", str(reps)]
             print(f"{case} {pipeline} ...", file=sys.stderr, flush=True)
             r = child(cmd)
-            print(f"  {r['tokens_per_s']:.2f} tokens/s, {r['peak_rss_mib']:.0f} MiB",
+            print(f"  {r['tokens_per_s']:.2f} tokens/s, {r['peak_rss_mib']:.0f} MiB"
+                  + (f", no lens {r['no_lens_tokens_per_s']:.2f}" if "no_lens_tokens_per_s" in r
+                     else ""),
                   file=sys.stderr, flush=True)
             rows.append(r)
     results["rows"] = rows

@@ -19,6 +19,7 @@ mod decoder;
 pub mod export;
 pub mod families;
 pub mod fingerprint;
+mod gemv;
 mod gguf_header;
 pub mod hub;
 pub mod layers;

@@ -14,7 +14,7 @@ use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 
 use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Device, Storage, Tensor};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -100,13 +100,16 @@ impl Linear {
                 // One [rows, in] × [in, out] product over every leading dimension: a batch of
                 // decode steps is then one GEMM, not one matrix-vector product per row.
                 let dims = x.dims();
-                if dims.len() <= 2 {
-                    return x.matmul(&w.t()?);
-                }
                 let (inner, lead) = dims.split_last().map_or((0, &[][..]), |(i, l)| (*i, l));
                 let rows: usize = lead.iter().product();
                 let mut out_dims = lead.to_vec();
                 out_dims.push(w.dim(0)?);
+                if let Some(y) = few_rows_f32(w, x, rows, inner)? {
+                    return y.reshape(out_dims);
+                }
+                if dims.len() <= 2 {
+                    return x.matmul(&w.t()?);
+                }
                 x.reshape((rows, inner))?.matmul(&w.t()?)?.reshape(out_dims)
             }
         }
@@ -126,6 +129,40 @@ impl Linear {
             Matrix::Quantized(q) => q.dequantize(&q.device()),
             Matrix::Dense(t) => t.to_dtype(DType::F32),
         }
+    }
+}
+
+/// `x Wᵀ` through [`super::gemv`] when it applies (f32 on the CPU, a few rows: decoding); the
+/// result is [rows, out].
+fn few_rows_f32(
+    w: &Tensor,
+    x: &Tensor,
+    rows: usize,
+    inner: usize,
+) -> candle_core::Result<Option<Tensor>> {
+    if rows > super::gemv::MAX_ROWS
+        || w.dtype() != DType::F32
+        || x.dtype() != DType::F32
+        || !matches!(w.device(), Device::Cpu)
+        || !w.is_contiguous()
+    {
+        return Ok(None);
+    }
+    let (n, k) = w.dims2()?;
+    if k != inner {
+        return Ok(None);
+    }
+    let x = x.reshape((rows, inner))?.contiguous()?;
+    let (ws, wl) = w.storage_and_layout();
+    let (xs, xl) = x.storage_and_layout();
+    let (Storage::Cpu(wc), Storage::Cpu(xc)) = (&*ws, &*xs) else {
+        return Ok(None);
+    };
+    let wv = &wc.as_slice::<f32>()?[wl.start_offset()..wl.start_offset() + n * k];
+    let xv = &xc.as_slice::<f32>()?[xl.start_offset()..xl.start_offset() + rows * k];
+    match super::gemv::product(wv, n, k, xv, rows) {
+        Some(out) => Ok(Some(Tensor::from_vec(out, (rows, n), &Device::Cpu)?)),
+        None => Ok(None),
     }
 }
 
