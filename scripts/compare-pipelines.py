@@ -3,9 +3,9 @@
 one machine, with the same model (SmolLM2-135M, float32, on the CPU):
 
   (a) authors  - the approach of the authors' released code, re-implemented here: for every
-                 generated token a full forward over the whole sequence so far (no KV cache), the
-                 hidden states of every layer, logits materialised for every layer, entropy;
-                 one prompt at a time.
+                 generated token a full forward over the whole sequence so far (no KV cache) with
+                 the hidden states of every layer at every position kept, then logits materialised
+                 for every layer at the last position, entropy; one prompt at a time.
   (b) hooks    - transformers with a KV cache and a forward hook on every decoder layer, the lens
                  on the hooked last-position states; prompts batched with left padding.
   (c) entropy-lens - `cargo bench --bench throughput` (the library's batched runner).
@@ -97,10 +97,12 @@ def run_authors(tok, model, prompts, tokens):
             ids = tok(prompt, return_tensors="pt").input_ids
             for _ in range(tokens):
                 out = model(ids, output_hidden_states=True, use_cache=False)
-                # hidden_states[1..L]: after each block; transformers' last one is already normed.
+                # hidden_states[1..L]: after each block (all positions captured, as
+                # TransformerLens' run_with_cache does); the lens reads the last position.
+                # transformers' last entry is already normed: its logits are the model's.
                 hs = out.hidden_states
-                per_layer = [head(norm(h)) for h in hs[1:-1]] + [out.logits]
-                entropies = torch.stack([shannon(l[:, -1, :]) for l in per_layer], dim=-1)
+                per_layer = [head(norm(h[:, -1, :])) for h in hs[1:-1]] + [out.logits[:, -1, :]]
+                entropies = torch.stack([shannon(l) for l in per_layer], dim=-1)
                 assert entropies.shape[-1] == len(hs) - 1
                 nxt = out.logits[:, -1, :].argmax(-1, keepdim=True)
                 ids = torch.cat([ids, nxt], dim=1)
