@@ -204,7 +204,7 @@ pub struct ProfileArgs {
     #[arg(long, value_delimiter = ',')]
     pub skip: Vec<usize>,
     /// Prompts run together as one left-padded batch [default: 8 on the CPU, 32 on a GPU]; 1 runs
-    /// each alone. Profiles agree with unbatched ones to about 1e-6 nats.
+    /// each alone. Profiles agree with unbatched ones to 1e-5 nats or better.
     #[arg(long)]
     pub batch_size: Option<usize>,
     /// Print JSON Lines (one object per prompt) instead of a table.
@@ -261,7 +261,7 @@ pub struct ExperimentArgs {
     /// Prompt style of the skip experiment: base (default), instruct or humble.
     #[arg(long)]
     pub style: Option<String>,
-    /// Prompts run as one left-padded batch (faster; profiles agree with --batch 1 to about 1e-6 nats, and a resume is byte-identical at the same batch size). MMLU and skip score one question at a time.
+    /// Prompts run as one left-padded batch (faster; profiles agree with --batch 1 to 1e-5 nats or better, and a resume is byte-identical at the same batch size). MMLU and skip score one question at a time.
     #[arg(long, default_value_t = 1)]
     pub batch: usize,
     /// Print result.json instead of tables.
