@@ -330,6 +330,7 @@ impl Profiler {
         let eos = self.tokenizer.eos_token_ids().to_vec();
 
         self.model.reset();
+        self.model.declare_prompt_end(n);
         let device = self.model.device().clone();
         let ids = Tensor::new(prompt_ids.as_slice(), &device)?.unsqueeze(0)?;
         let (mut entries, mut logits) = if req.all_positions {
@@ -437,6 +438,7 @@ impl Profiler {
 
         self.model.reset();
         self.model.set_left_padding(pads.clone())?;
+        self.model.declare_prompt_end(width);
         let device = self.model.device().clone();
         let ids = Tensor::from_vec(padded, (b, width), &device)?;
         // The prompt: every row's last column (its last prompt token) at least; every real
@@ -494,7 +496,7 @@ impl Profiler {
         // Generation: `active` lists the batch rows still running, in the model's row order.
         let mut generated: Vec<Vec<u32>> = vec![Vec::new(); b];
         let mut active: Vec<usize> = (0..b).filter(|&r| reqs[r].generate > 0).collect();
-        if active.len() < b {
+        if !active.is_empty() && active.len() < b {
             self.model.retain_rows(&active)?;
         }
         while !active.is_empty() {

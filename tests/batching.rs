@@ -143,7 +143,6 @@ fn every_family_fixture_batched_equals_alone() {
     for name in [
         "gpt2", "gpt_neox", "gemma", "gemma2", "qwen2", "qwen3", "phi3", "mistral",
     ] {
-        eprintln!("family {name}");
         batched_equals_alone(&family(name), Some(4));
     }
 }
@@ -153,4 +152,52 @@ fn a_zero_batch_size_is_refused() {
     let mut prof = profiler(&family("gpt2"));
     let e = prof.set_batch_size(0).unwrap_err().to_string();
     assert!(e.contains("at least 1"), "{e}");
+}
+
+#[test]
+fn longrope_chooses_its_frequencies_by_the_whole_prompt_in_chunks_and_in_batches() {
+    // The Phi-3 fixture switches to LongRoPE's long factors past 24 positions. A prompt longer
+    // than that, fed in chunks of 4 or batched beside a short one, must be rotated as one forward
+    // over the whole prompt rotates it (transformers chooses by the length of the forward).
+    let long = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen \
+                fifteen sixteen seventeen eighteen nineteen twenty";
+    let reqs = vec![
+        ProfileRequest::new(long)
+            .generate(6)
+            .ignore_eos(true)
+            .all_positions(true),
+        ProfileRequest::new("Hi").generate(30).ignore_eos(true),
+    ];
+    let mut prof = profiler(&family("phi3"));
+    prof.set_batch_size(1).unwrap();
+    let whole = prof.run_batch(&reqs).unwrap();
+    assert!(
+        whole[0].prompt_ids.len() > 24,
+        "{}",
+        whole[0].prompt_ids.len()
+    );
+    prof.model.set_prefill_chunk(4).unwrap();
+    for (c, w) in prof.run_batch(&reqs).unwrap().iter().zip(&whole) {
+        compare(c, w);
+    }
+    prof.set_batch_size(2).unwrap();
+    for (b, w) in prof.run_batch(&reqs).unwrap().iter().zip(&whole) {
+        compare(b, w);
+    }
+}
+
+#[test]
+fn a_batch_of_prompts_without_generation() {
+    let reqs: Vec<ProfileRequest> = ["Hi", "The capital of France is", "Once upon a time"]
+        .iter()
+        .map(|p| ProfileRequest::new(*p))
+        .collect();
+    let mut prof = profiler(&family("gpt2"));
+    prof.set_batch_size(1).unwrap();
+    let alone = prof.run_batch(&reqs).unwrap();
+    prof.set_batch_size(3).unwrap();
+    for (b, a) in prof.run_batch(&reqs).unwrap().iter().zip(&alone) {
+        assert!(b.generated_ids.is_empty());
+        compare(b, a);
+    }
 }

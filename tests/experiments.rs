@@ -340,6 +340,20 @@ fn a_killed_run_resumes_to_a_byte_identical_result() {
         err.contains("different configuration") && err.contains("tokens"),
         "{err}"
     );
+    // The same arguments at another batch size: refused, since the records would differ by rounding.
+    let err = fails(&[
+        "experiment",
+        "validate",
+        "--model",
+        s(&model),
+        "--n",
+        "8",
+        "--tokens",
+        "6",
+        "--out",
+        s(&killed),
+    ]);
+    assert!(err.contains("--batch 5"), "{err}");
     let err = fails(&[
         "experiment",
         "tasks",

@@ -326,6 +326,8 @@ pub fn run(plan: &Plan, opts: &RunOptions) -> Result<RunSummary> {
             data: "blank prompt (BOS)".into(),
             device: device_name(&device),
             shard: opts.shard.filter(|s| !s.is_whole()),
+            // The family experiment samples one model at a time, one prompt at a time.
+            batch: 1,
         },
     )?;
     let _lock = out.lock()?;

@@ -147,6 +147,7 @@ pub fn run(plan: &Plan, opts: &RunOptions) -> Result<RunSummary> {
             data: data.source.clone(),
             device: device_name(loaded.model.device()),
             shard: opts.shard.filter(|s| !s.is_whole()),
+            batch: opts.batch.max(1),
         },
     )?;
     let _lock = out.lock()?;

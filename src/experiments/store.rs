@@ -93,6 +93,14 @@ pub struct RunContext {
     pub device: String,
     /// The slice of items this folder holds (`None`: all).
     pub shard: Option<Shard>,
+    /// Prompts run per batch (`--batch`); a resume must use the same, since profiles at another
+    /// batch size differ by rounding and the records would no longer match an uninterrupted run.
+    #[serde(default = "one_per_batch")]
+    pub batch: usize,
+}
+
+fn one_per_batch() -> usize {
+    1
 }
 
 /// `config.json`.
@@ -274,6 +282,14 @@ impl OutputDir {
                     path.display(),
                     name(existing.stored.run.shard),
                     name(stored.run.shard)
+                )));
+            }
+            if existing.stored.run.batch != stored.run.batch {
+                return Err(Error::invalid(format!(
+                    "{} holds a run made with --batch {}; resume it with --batch {} (profiles at another batch size differ by rounding, so the records would not match an uninterrupted run)",
+                    path.display(),
+                    existing.stored.run.batch,
+                    existing.stored.run.batch
                 )));
             }
             return Ok(existing);

@@ -8,7 +8,8 @@
 use candle_core::{DType, Device, Tensor};
 
 use super::layers::{
-    attention, attention_mask, soft_cap, Causal, KvCache, LayerNorm, Norm, RmsNorm, Rotary,
+    attention, attention_mask, padding_mask, soft_cap, Causal, KvCache, LayerNorm, Norm, RmsNorm,
+    Rotary,
 };
 use super::weights::{Embedding, Linear, Weights};
 use super::Observer;
@@ -376,7 +377,7 @@ impl Attention {
             &k,
             &v,
             step.causal,
-            step.mask.as_ref(),
+            &step.masks,
             self.scale,
             self.softcap,
         )?;
@@ -499,8 +500,9 @@ impl Block {
 struct Step<'a> {
     rotary: Option<(&'a Rotary, Tensor, Tensor)>,
     causal: Causal<'a>,
-    /// The additive mask of `causal`, off the CPU only (the CPU masks inside the softmax).
-    mask: Option<Tensor>,
+    /// The additive masks of `causal` (causal and padding), off the CPU only (the CPU masks
+    /// inside the softmax).
+    masks: Vec<Tensor>,
 }
 
 /// A decoder-only transformer built from a [`DecoderSpec`].
@@ -564,11 +566,15 @@ impl Decoder {
     ///
     /// `pads` (empty, or one per row) left-pads a batch: row r's first `pads[r]` columns are
     /// padding, its tokens sit at positions `column − pads[r]`, and no query attends to padding.
+    /// `horizon`: the column the input runs to when this call is one chunk of it (rotary scalings
+    /// that depend on the length choose by it; at most `offset + s` when the call is all of it).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn forward(
         &mut self,
         ids: &Tensor,
         offset: usize,
         pads: &[usize],
+        horizon: usize,
         skip: &[bool],
         observe: Observer<'_>,
     ) -> Result<Tensor> {
@@ -595,9 +601,9 @@ impl Decoder {
                     .as_ref()
                     .map(|r| {
                         let (cos, sin) = if pads.is_empty() {
-                            r.tables(offset, s, &self.device)?
+                            r.tables_within(offset, s, horizon, &self.device)?
                         } else {
-                            r.padded_tables(offset, s, pads, &self.device)?
+                            r.padded_tables(offset, s, pads, horizon, &self.device)?
                         };
                         Ok::<_, Error>((r, cos, sin))
                     })
@@ -609,10 +615,12 @@ impl Decoder {
                         window: kind.window,
                         pads,
                     },
-                    mask: if matches!(self.device, Device::Cpu) {
-                        None
+                    masks: if matches!(self.device, Device::Cpu) {
+                        Vec::new()
                     } else {
-                        attention_mask(offset, s, kind.window, pads, &self.device)?
+                        let causal = attention_mask(offset, s, kind.window, &self.device)?;
+                        let padding = padding_mask(offset, s, kind.window, pads, &self.device)?;
+                        causal.into_iter().chain(padding).collect()
                     },
                 })
             })

@@ -241,7 +241,20 @@ impl Rotary {
     /// # Shapes
     /// returns two [len, head_dim / 2] tensors
     pub fn tables(&self, offset: usize, len: usize, device: &Device) -> Result<(Tensor, Tensor)> {
-        let (cos, sin) = self.table_values(offset, len, offset + len);
+        self.tables_within(offset, len, offset + len, device)
+    }
+
+    /// As [`Rotary::tables`], for positions that belong to a sequence `seq_len` long (a chunk of
+    /// a longer prompt): scalings that depend on the length (LongRoPE) choose by `seq_len`, as one
+    /// forward over the whole prompt would.
+    pub fn tables_within(
+        &self,
+        offset: usize,
+        len: usize,
+        seq_len: usize,
+        device: &Device,
+    ) -> Result<(Tensor, Tensor)> {
+        let (cos, sin) = self.table_values(offset, len, seq_len.max(offset + len));
         let half = self.inv_freq.len();
         Ok((
             Tensor::from_vec(cos, (len, half), device)?,
@@ -250,7 +263,8 @@ impl Rotary {
     }
 
     /// Tables for a left-padded batch: row r's columns `offset..offset + len` hold positions
-    /// `column − pads[r]` (padding columns get position 0; nothing attends to them).
+    /// `column − pads[r]` (padding columns get position 0; nothing attends to them). Row r's
+    /// sequence runs to column `horizon` at least (see [`Rotary::tables_within`]).
     ///
     /// # Shapes
     /// returns two [pads.len(), len, head_dim / 2] tensors
@@ -259,13 +273,14 @@ impl Rotary {
         offset: usize,
         len: usize,
         pads: &[usize],
+        horizon: usize,
         device: &Device,
     ) -> Result<(Tensor, Tensor)> {
         let mut cos = Vec::with_capacity(pads.len() * len * self.inv_freq.len());
         let mut sin = Vec::with_capacity(cos.capacity());
         for &pad in pads {
-            // Row r alone would run positions offset − pad ..; its length so far picks LongRoPE's
-            // frequencies exactly as it would alone.
+            // Row r alone would run positions offset − pad ..; its own length (to the horizon)
+            // picks LongRoPE's frequencies exactly as it would alone.
             let first = offset.saturating_sub(pad);
             let skipped = pad.saturating_sub(offset).min(len);
             cos.extend(std::iter::repeat_n(
@@ -273,7 +288,8 @@ impl Rotary {
                 skipped * self.inv_freq.len(),
             ));
             sin.extend(std::iter::repeat_n(0.0, skipped * self.inv_freq.len()));
-            let (c, s) = self.table_values(first, len - skipped, first + len - skipped);
+            let seq_len = (first + len - skipped).max(horizon.saturating_sub(pad));
+            let (c, s) = self.table_values(first, len - skipped, seq_len);
             cos.extend(c);
             sin.extend(s);
         }
@@ -386,15 +402,54 @@ pub fn first_visible_key(offset: usize, window: Option<usize>) -> usize {
     window.map_or(0, |w| (offset + 1).saturating_sub(w))
 }
 
-/// Additive attention mask for queries at `offset..offset + len` over the keys they may see,
+/// Additive causal mask for queries at `offset..offset + len` over the keys they may see,
 /// `first_visible_key(offset, window)..offset + len` (see [`Causal::sees`]). Returns `None` when
-/// nothing is masked (a single query of an unpadded batch sees every key from the first visible
-/// one on).
+/// nothing is masked (a single query sees every key from the first visible one on).
 ///
 /// # Shapes
-/// returns [len, width] without padding, [b, 1, len, width] with `pads` (one per row), where
-/// width = offset + len − first_visible_key(offset, window)
+/// returns [len, width], width = offset + len − first_visible_key(offset, window)
 pub fn attention_mask(
+    offset: usize,
+    len: usize,
+    window: Option<usize>,
+    device: &Device,
+) -> Result<Option<Tensor>> {
+    if len <= 1 {
+        return Ok(None);
+    }
+    let first = first_visible_key(offset, window);
+    let total = offset + len;
+    let causal = Causal {
+        offset,
+        window,
+        pads: &[],
+    };
+    let mut mask = Vec::with_capacity(len * (total - first));
+    for i in 0..len {
+        let q = offset + i;
+        for j in first..total {
+            mask.push(if causal.sees(q, j) {
+                0f32
+            } else {
+                f32::NEG_INFINITY
+            });
+        }
+    }
+    Ok(Some(Tensor::from_vec(mask, (len, total - first), device)?))
+}
+
+/// What [`padding_mask`] adds to a padding key: finite, so that a padding query (all of whose keys
+/// are padding) still has a softmax, and far enough below any score that a real query gives the
+/// key probability exactly 0.
+pub const PADDING_BIAS: f32 = -1e30;
+
+/// Additive mask hiding each batch row's left padding (`pads[r]` columns) from every query, over
+/// the same keys as [`attention_mask`]; `None` when no padding column is among them. One row of
+/// keys per batch row, broadcast over heads and queries, so it stays small for long sequences.
+///
+/// # Shapes
+/// returns [b, 1, 1, width], width = offset + len − first_visible_key(offset, window)
+pub fn padding_mask(
     offset: usize,
     len: usize,
     window: Option<usize>,
@@ -402,34 +457,19 @@ pub fn attention_mask(
     device: &Device,
 ) -> Result<Option<Tensor>> {
     let first = first_visible_key(offset, window);
-    let padded = pads.iter().any(|&p| p > first);
-    if len <= 1 && !padded {
+    if !pads.iter().any(|&p| p > first) {
         return Ok(None);
     }
     let total = offset + len;
-    let width = total - first;
-    let rows: &[usize] = if padded { pads } else { &[0] };
-    let mut mask = Vec::with_capacity(rows.len() * len * width);
-    for &pad in rows {
-        let causal = Causal {
-            offset,
-            window,
-            pads: &[],
-        };
-        for i in 0..len {
-            let q = offset + i;
-            for j in first..total {
-                let visible = causal.sees(q, j) && (j >= pad || j == q);
-                mask.push(if visible { 0f32 } else { f32::NEG_INFINITY });
-            }
-        }
-    }
-    let mask = if padded {
-        Tensor::from_vec(mask, (pads.len(), 1, len, width), device)?
-    } else {
-        Tensor::from_vec(mask, (len, width), device)?
-    };
-    Ok(Some(mask))
+    let mask: Vec<f32> = pads
+        .iter()
+        .flat_map(|&pad| (first..total).map(move |j| if j < pad { PADDING_BIAS } else { 0.0 }))
+        .collect();
+    Ok(Some(Tensor::from_vec(
+        mask,
+        (pads.len(), 1, 1, total - first),
+        device,
+    )?))
 }
 
 /// Which keys each query sees: queries are columns `offset..offset + s`, keys `0..offset + s`;
@@ -462,20 +502,21 @@ impl Causal<'_> {
 }
 
 /// Scaled dot-product attention with grouped key/value heads; `softcap` bounds the scores as
-/// `cap · tanh(score / cap)` before the mask (Gemma 2). `mask` is the additive form of `causal`
-/// ([`attention_mask`], whose columns start at the first visible key), used off the CPU; on the
-/// CPU the scores are masked and normalised in one pass per row instead ([`causal_softmax_cpu`]),
-/// which matters for long prompts, whose score matrices are the largest tensors of a forward pass.
+/// `cap · tanh(score / cap)` before the mask (Gemma 2). `masks` are the additive form of `causal`
+/// ([`attention_mask`] and [`padding_mask`], whose columns start at the first visible key), used
+/// off the CPU; on the CPU the scores are masked and normalised in one pass per row instead
+/// ([`causal_softmax_cpu`]), which matters for long prompts, whose score matrices are the largest
+/// tensors of a forward pass.
 ///
 /// # Shapes
-/// `q`: [b, heads, s, hd]; `k`, `v`: [b, kv_heads, t, hd]; `mask`: as [`attention_mask`] returns
-/// it → [b, heads, s, hd]
+/// `q`: [b, heads, s, hd]; `k`, `v`: [b, kv_heads, t, hd]; `masks`: as [`attention_mask`] and
+/// [`padding_mask`] return them → [b, heads, s, hd]
 pub fn attention(
     q: &Tensor,
     k: &Tensor,
     v: &Tensor,
     causal: Causal,
-    mask: Option<&Tensor>,
+    masks: &[Tensor],
     scale: f64,
     softcap: Option<f64>,
 ) -> candle_core::Result<Tensor> {
@@ -497,9 +538,10 @@ pub fn attention(
     } else {
         (k.clone(), v.clone())
     };
-    // The additive mask has a column per key from the first visible one on.
-    let mask = match mask {
-        Some(m) => {
+    // The additive masks have a column per key from the first visible one on.
+    let masks = masks
+        .iter()
+        .map(|m| {
             let last = m.rank() - 1;
             let mask_start = end.saturating_sub(m.dim(last)?);
             let Some(skip) = first_seen.checked_sub(mask_start) else {
@@ -507,10 +549,9 @@ pub fn attention(
                     "mask starts at key {mask_start}, after the first seen {first_seen}"
                 )
             };
-            Some(m.narrow(last, skip, end - first_seen)?)
-        }
-        None => None,
-    };
+            m.narrow(last, skip, end - first_seen)
+        })
+        .collect::<candle_core::Result<Vec<_>>>()?;
     let (b, heads, _, hd) = q.dims4()?;
     let kv_heads = k.dim(1)?;
     let n_rep = heads / kv_heads;
@@ -538,10 +579,9 @@ pub fn attention(
         Some(cap) => soft_cap(&scores, cap)?,
         None => scores,
     };
-    let scores = match &mask {
-        Some(m) => scores.broadcast_add(m)?,
-        None => scores,
-    };
+    let scores = masks
+        .iter()
+        .try_fold(scores, |scores, m| scores.broadcast_add(m))?;
     candle_nn::ops::softmax_last_dim(&scores)?
         .matmul(&v.to_dtype(DType::F32)?.contiguous()?)?
         .to_dtype(dtype)
@@ -670,9 +710,13 @@ mod tests {
                 .unwrap()
                 .contiguous()
                 .unwrap();
-            let masked = match attention_mask(offset, s, window, &pads, &Device::Cpu).unwrap() {
+            let masked = match attention_mask(offset, s, window, &Device::Cpu).unwrap() {
                 Some(m) => capped.broadcast_add(&m).unwrap(),
                 None => capped,
+            };
+            let masked = match padding_mask(offset, s, window, &pads, &Device::Cpu).unwrap() {
+                Some(m) => masked.broadcast_add(&m).unwrap(),
+                None => masked,
             };
             let reference = candle_nn::ops::softmax_last_dim(&masked).unwrap();
             if first > 0 {
@@ -680,7 +724,29 @@ mod tests {
                 let hidden = hidden.flatten_all().unwrap().max(0).unwrap();
                 assert_eq!(hidden.to_scalar::<f32>().unwrap(), 0.0);
             }
+            // Padding queries (a column before their row's padding ends) are never measured or
+            // attended to: the two paths may differ there, but both must stay finite.
+            assert!(reference
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap()
+                .iter()
+                .all(|p| p.is_finite()));
+            let real_query = |row: usize, i: usize| pads.get(row).is_none_or(|&p| offset + i >= p);
+            let keep: Vec<f32> = (0..2)
+                .flat_map(|row| {
+                    (0..3).flat_map(move |_| {
+                        (0..s).map(move |i| if real_query(row, i) { 1f32 } else { 0f32 })
+                    })
+                })
+                .collect();
+            let keep = Tensor::from_vec(keep, (2, 3, s, 1), &Device::Cpu).unwrap();
             let fused = fused.narrow(3, first, t - first).unwrap();
+            let (fused, reference) = (
+                fused.broadcast_mul(&keep).unwrap(),
+                reference.broadcast_mul(&keep).unwrap(),
+            );
             let diff = (fused - reference)
                 .unwrap()
                 .abs()
@@ -700,7 +766,7 @@ mod tests {
 
     #[test]
     fn mask_is_causal_and_windowed() {
-        let m = attention_mask(0, 4, Some(2), &[], &Device::Cpu)
+        let m = attention_mask(0, 4, Some(2), &Device::Cpu)
             .unwrap()
             .unwrap();
         let v: Vec<Vec<f32>> = m.to_vec2().unwrap();
@@ -719,12 +785,12 @@ mod tests {
         );
         // A single decode step sees every key from its window's start: no mask, short or long.
         for window in [Some(8), Some(2), None] {
-            assert!(attention_mask(3, 1, window, &[], &Device::Cpu)
+            assert!(attention_mask(3, 1, window, &Device::Cpu)
                 .unwrap()
                 .is_none());
         }
         // A later chunk's mask starts at its first query's window: keys 4..8 for queries 5..8.
-        let m = attention_mask(5, 3, Some(2), &[], &Device::Cpu)
+        let m = attention_mask(5, 3, Some(2), &Device::Cpu)
             .unwrap()
             .unwrap();
         let v: Vec<Vec<f32>> = m.to_vec2().unwrap();
@@ -740,23 +806,27 @@ mod tests {
                 vec![false, false, true, true],
             ]
         );
-        // A padded batch needs a mask even for one query: row 0's two padding columns are hidden.
-        let m = attention_mask(3, 1, None, &[2, 0], &Device::Cpu)
+        // A padded batch needs a padding mask even for one query: row 0's two padding columns.
+        let m = padding_mask(3, 1, None, &[2, 0], &Device::Cpu)
             .unwrap()
             .unwrap();
         assert_eq!(m.dims(), &[2, 1, 1, 4]);
         let v: Vec<f32> = m.flatten_all().unwrap().to_vec1().unwrap();
-        let visible: Vec<bool> = v.iter().map(|x| x.is_finite()).collect();
+        let hidden: Vec<bool> = v.iter().map(|&x| x == PADDING_BIAS).collect();
         assert_eq!(
-            visible,
-            vec![false, false, true, true, true, true, true, true]
+            hidden,
+            vec![true, true, false, false, false, false, false, false]
         );
+        // Padding entirely before the window's first key needs no mask.
+        assert!(padding_mask(9, 1, Some(3), &[2, 0], &Device::Cpu)
+            .unwrap()
+            .is_none());
     }
 
     #[test]
     fn padded_rotary_tables_give_each_row_its_own_positions() {
         let r = Rotary::new(8, 10000.0, &RopeScaling::None, false);
-        let (cos, sin) = r.padded_tables(2, 3, &[0, 3], &Device::Cpu).unwrap();
+        let (cos, sin) = r.padded_tables(2, 3, &[0, 3], 0, &Device::Cpu).unwrap();
         assert_eq!(cos.dims(), &[2, 3, 4]);
         // Row 0 (no padding) runs positions 2..5, row 1 positions 0..2 from column 3 on.
         let (c0, s0) = r.tables(2, 3, &Device::Cpu).unwrap();

@@ -119,6 +119,8 @@ pub struct Model {
     cached: usize,
     /// Left padding per batch row ([`Model::set_left_padding`]); empty for unpadded input.
     pads: Vec<usize>,
+    /// The column the prompt runs to ([`Model::declare_prompt_end`]); 0 when not declared.
+    prompt_end: usize,
     /// Longest input run through the blocks at once; longer prompts go through the KV cache in
     /// chunks of this size, so attention scores take chunk × length memory, not length².
     prefill_chunk: usize,
@@ -154,6 +156,7 @@ impl Model {
             skip,
             cached: 0,
             pads: Vec::new(),
+            prompt_end: 0,
             prefill_chunk: DEFAULT_PREFILL_CHUNK,
         }
     }
@@ -197,6 +200,14 @@ impl Model {
         self.decoder.clear_cache();
         self.cached = 0;
         self.pads.clear();
+        self.prompt_end = 0;
+    }
+
+    /// Declares that the prompt runs to column `end` when it is fed in several calls (a runner
+    /// streaming it chunk by chunk): rotary scalings that depend on the sequence length (Phi-3's
+    /// LongRoPE) then choose by the whole prompt, as one forward over it does in transformers.
+    pub fn declare_prompt_end(&mut self, end: usize) {
+        self.prompt_end = end;
     }
 
     /// Declares the next input a left-padded batch: row r's first `pads[r]` columns are padding
@@ -223,6 +234,11 @@ impl Model {
     /// Keeps the batch rows `rows` (indices into the current batch, in the new order) of the KV
     /// cache and the padding: rows that finished stop costing anything.
     pub fn retain_rows(&mut self, rows: &[usize]) -> Result<()> {
+        if rows.is_empty() {
+            // Keeping nothing is starting over (and CUDA's index_select refuses an empty index).
+            self.reset();
+            return Ok(());
+        }
         let idx: Vec<u32> = rows.iter().map(|&r| r as u32).collect();
         let idx = Tensor::new(idx.as_slice(), &self.device)?;
         self.decoder.retain_rows(&idx)?;
@@ -301,6 +317,7 @@ impl Model {
         }
         self.check_padding(b)?;
         self.check_context(s)?;
+        let horizon = self.prompt_end.max(self.cached + s);
         // Long prompts go through the cache chunk by chunk: peak memory grows linearly with the
         // prompt (the attention scores of one chunk against the keys so far), not with its square.
         let chunk = self.prefill_chunk.max(1);
@@ -318,6 +335,7 @@ impl Model {
                     &ids_c,
                     self.cached,
                     &self.pads,
+                    horizon,
                     &self.skip,
                     &mut |_, _| Ok(()),
                 )?;
@@ -339,8 +357,14 @@ impl Model {
             } else {
                 ids.narrow(1, start, len)?
             };
-            self.decoder
-                .forward(&ids_c, self.cached, &self.pads, &self.skip, &mut observe)?;
+            self.decoder.forward(
+                &ids_c,
+                self.cached,
+                &self.pads,
+                horizon,
+                &self.skip,
+                &mut observe,
+            )?;
             self.cached += len;
         }
         let layers = parts
@@ -362,9 +386,15 @@ impl Model {
         let (b, s) = ids.dims2()?;
         self.check_padding(b)?;
         self.check_context(s)?;
-        let x = self
-            .decoder
-            .forward(ids, self.cached, &self.pads, &self.skip, &mut |_, _| Ok(()))?;
+        let horizon = self.prompt_end.max(self.cached + s);
+        let x = self.decoder.forward(
+            ids,
+            self.cached,
+            &self.pads,
+            horizon,
+            &self.skip,
+            &mut |_, _| Ok(()),
+        )?;
         self.cached += s;
         self.unembed(&self.final_norm(&x)?)
     }
