@@ -18,18 +18,31 @@ pub fn product(w: &[f32], n: usize, k: usize, xs: &[f32], m: usize) -> Option<Ve
     if m == 0 || m > MAX_ROWS || w.len() != n * k || xs.len() != m * k {
         return None;
     }
+    Some(by_weight_rows(n, m, ROWS_PER_TASK, |j, out| {
+        dot_rows(&w[j * k..(j + 1) * k], xs, k, out)
+    }))
+}
+
+/// `[m, n]` output of a product computed one weight row at a time: `dot(j, out)` writes
+/// `x_i · w_j` into `out[i]` for every activation row i; weight rows in parallel, `rows_per_task`
+/// to a task.
+pub(super) fn by_weight_rows(
+    n: usize,
+    m: usize,
+    rows_per_task: usize,
+    dot: impl Fn(usize, &mut [f32]) + Sync,
+) -> Vec<f32> {
     // Transposed result ([n, m]) so that every task writes one contiguous range.
     let mut t = vec![0f32; n * m];
-    t.par_chunks_mut(ROWS_PER_TASK * m)
+    t.par_chunks_mut(rows_per_task * m)
         .enumerate()
         .for_each(|(task, out)| {
             for (r, out_row) in out.chunks_mut(m).enumerate() {
-                let j = task * ROWS_PER_TASK + r;
-                dot_rows(&w[j * k..(j + 1) * k], xs, k, out_row);
+                dot(task * rows_per_task + r, out_row);
             }
         });
     if m == 1 {
-        return Some(t);
+        return t;
     }
     let mut out = vec![0f32; m * n];
     for j in 0..n {
@@ -37,7 +50,7 @@ pub fn product(w: &[f32], n: usize, k: usize, xs: &[f32], m: usize) -> Option<Ve
             out[i * n + j] = t[j * m + i];
         }
     }
-    Some(out)
+    out
 }
 
 fn dot_rows(w: &[f32], xs: &[f32], k: usize, out: &mut [f32]) {

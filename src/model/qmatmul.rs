@@ -205,26 +205,12 @@ fn row_dot<D: Decode>(data: &[u8], n: usize, k: usize, xs: &[f32], m: usize) -> 
     if !(data.as_ptr() as usize).is_multiple_of(2) {
         return None;
     }
-    let mut t = vec![0f32; n * m];
-    t.par_chunks_mut(ROWS_PER_TASK * m)
-        .enumerate()
-        .for_each(|(task, out)| {
-            for (r, out_row) in out.chunks_mut(m).enumerate() {
-                let j = task * ROWS_PER_TASK + r;
-                let w = &data[j * row_bytes..(j + 1) * row_bytes];
-                row_dot_one::<D>(w, xs, k, out_row);
-            }
-        });
-    if m == 1 {
-        return Some(t);
-    }
-    let mut out = vec![0f32; m * n];
-    for j in 0..n {
-        for i in 0..m {
-            out[i * n + j] = t[j * m + i];
-        }
-    }
-    Some(out)
+    Some(super::gemv::by_weight_rows(
+        n,
+        m,
+        ROWS_PER_TASK,
+        |j, out| row_dot_one::<D>(&data[j * row_bytes..(j + 1) * row_bytes], xs, k, out),
+    ))
 }
 
 fn row_dot_one<D: Decode>(w: &[u8], xs: &[f32], k: usize, out: &mut [f32]) {
