@@ -331,15 +331,7 @@ impl Model {
             if positions == Positions::Last && !last_chunk {
                 // Only the cache is needed from this chunk.
                 let ids_c = ids.narrow(1, start, len)?;
-                self.decoder.forward(
-                    &ids_c,
-                    self.cached,
-                    &self.pads,
-                    horizon,
-                    &self.skip,
-                    &mut |_, _| Ok(()),
-                )?;
-                self.cached += len;
+                self.advance(&ids_c, horizon, &mut |_, _| Ok(()))?;
                 continue;
             }
             let mut observe = |layer: usize, x: &Tensor| -> Result<()> {
@@ -357,15 +349,7 @@ impl Model {
             } else {
                 ids.narrow(1, start, len)?
             };
-            self.decoder.forward(
-                &ids_c,
-                self.cached,
-                &self.pads,
-                horizon,
-                &self.skip,
-                &mut observe,
-            )?;
-            self.cached += len;
+            self.advance(&ids_c, horizon, &mut observe)?;
         }
         let layers = parts
             .into_iter()
@@ -387,16 +371,19 @@ impl Model {
         self.check_padding(b)?;
         self.check_context(s)?;
         let horizon = self.prompt_end.max(self.cached + s);
-        let x = self.decoder.forward(
-            ids,
-            self.cached,
-            &self.pads,
-            horizon,
-            &self.skip,
-            &mut |_, _| Ok(()),
-        )?;
-        self.cached += s;
+        let x = self.advance(ids, horizon, &mut |_, _| Ok(()))?;
         self.unembed(&self.final_norm(&x)?)
+    }
+
+    /// Runs `ids` ([b, s]) through the blocks after the cached columns (with the padding, the
+    /// skipped blocks and the rotary horizon) and appends them to the cache.
+    fn advance(&mut self, ids: &Tensor, horizon: usize, observe: Observer<'_>) -> Result<Tensor> {
+        let s = ids.dim(1)?;
+        let x = self
+            .decoder
+            .forward(ids, self.cached, &self.pads, horizon, &self.skip, observe)?;
+        self.cached += s;
+        Ok(x)
     }
 
     /// The model's final norm.
