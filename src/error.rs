@@ -57,6 +57,9 @@ pub enum Error {
     #[error("invalid data: {0}")]
     Data(String),
 
+    #[error("cannot read image {path}: {reason}\n  hint: pass PNG or JPEG files, or folders of them; the file may be truncated or not an image")]
+    BadImage { path: PathBuf, reason: String },
+
     #[error("download failed: {0}")]
     Download(String),
 

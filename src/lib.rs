@@ -46,6 +46,7 @@ pub mod model;
 pub mod plots;
 pub mod profile;
 pub mod runner;
+pub mod vision;
 
 pub use error::{Error, Result};
 

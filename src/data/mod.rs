@@ -2,6 +2,7 @@
 
 pub mod features;
 pub mod formats;
+pub mod images;
 pub mod mmlu;
 pub mod tinystories;
 

@@ -118,12 +118,7 @@ impl Lens {
                     *slot = Some(logits.get(k - start)?.to_vec1::<f32>()?);
                 }
             }
-            let chunk_stats = if self.force_device_path || !matches!(logits.device(), Device::Cpu) {
-                device::chunk_stats(&logits, &self.spec)?
-            } else {
-                cpu_chunk_stats(&logits, &self.spec)?
-            };
-            stats.extend(chunk_stats);
+            stats.extend(self.stats_of(&logits)?);
             start += n;
         }
         let kept = kept
@@ -131,6 +126,25 @@ impl Lens {
             .map(|k| k.ok_or_else(|| Error::Data("the lens skipped a kept row".into())))
             .collect::<Result<Vec<_>>>()?;
         Ok((stats, kept))
+    }
+
+    /// Statistics of `softmax(logits)` for every row, for logits made elsewhere (an image
+    /// classifier's head read at every block, [`crate::vision`]).
+    ///
+    /// # Shapes
+    /// `logits`: [rows, classes]
+    pub fn apply_to_logits(&self, logits: &Tensor) -> Result<Vec<DistStats>> {
+        let logits = logits.to_dtype(DType::F32)?.contiguous()?;
+        self.stats_of(&logits)
+    }
+
+    /// The device reduction off the CPU (or when forced), the CPU kernel on it.
+    fn stats_of(&self, logits: &Tensor) -> Result<Vec<DistStats>> {
+        if self.force_device_path || !matches!(logits.device(), Device::Cpu) {
+            device::chunk_stats(logits, &self.spec)
+        } else {
+            cpu_chunk_stats(logits, &self.spec)
+        }
     }
 }
 

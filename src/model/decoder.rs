@@ -49,7 +49,7 @@ impl Activation {
         }
     }
 
-    fn apply(self, x: &Tensor) -> candle_core::Result<Tensor> {
+    pub(crate) fn apply(self, x: &Tensor) -> candle_core::Result<Tensor> {
         match self {
             Activation::Silu => candle_nn::ops::silu(x),
             Activation::GeluTanh => x.gelu(),

@@ -27,6 +27,30 @@ fn offline() -> bool {
 /// `HF_HUB_OFFLINE`, no network, unknown repository, gated without `HF_TOKEN`); the message says
 /// how to use a local folder instead.
 pub fn snapshot(repo_id: &str, revision: Option<&str>) -> Result<PathBuf> {
+    snapshot_files(
+        repo_id,
+        revision,
+        &["tokenizer.json"],
+        &[
+            "tokenizer_config.json",
+            "generation_config.json",
+            "chat_template.jinja",
+        ],
+    )
+}
+
+/// As [`snapshot`], with the files beside `config.json` and the weights that the model needs
+/// (`required`) or may use (`optional`): an image classifier needs `preprocessor_config.json`
+/// and no tokenizer.
+///
+/// # Errors
+/// As [`snapshot`].
+pub fn snapshot_files(
+    repo_id: &str,
+    revision: Option<&str>,
+    required: &[&str],
+    optional: &[&str],
+) -> Result<PathBuf> {
     let repo = Repo::with_revision(
         repo_id.to_string(),
         RepoType::Model,
@@ -51,7 +75,7 @@ pub fn snapshot(repo_id: &str, revision: Option<&str>) -> Result<PathBuf> {
         }
         match &api {
             None if required => Err(Error::Hub(format!(
-                "`{file}` of {repo_id} is not in the local cache ({}) and HF_HUB_OFFLINE is set\n  hint: unset HF_HUB_OFFLINE to download it, or download the repository on a machine with Hub access (`huggingface-cli download {repo_id} --local-dir DIR`) and pass `--model DIR` (a folder with config.json, *.safetensors, tokenizer.json) or a GGUF file",
+                "`{file}` of {repo_id} is not in the local cache ({}) and HF_HUB_OFFLINE is set\n  hint: unset HF_HUB_OFFLINE to download it, or download the repository on a machine with Hub access (`huggingface-cli download {repo_id} --local-dir DIR`) and pass `--model DIR` (a folder in the Hub's layout: config.json, *.safetensors, and tokenizer.json or preprocessor_config.json) or a GGUF file",
                 cache.path().display()
             ))),
             None => Ok(None),
@@ -59,19 +83,17 @@ pub fn snapshot(repo_id: &str, revision: Option<&str>) -> Result<PathBuf> {
                 Ok(p) => Ok(Some(p)),
                 Err(_) if !required => Ok(None),
                 Err(e) => Err(Error::Hub(format!(
-                    "cannot download `{file}` of {repo_id}: {e}\n  hint: check the repo id, your network, and HF_TOKEN for gated models; without Hub access, download the repository elsewhere (`huggingface-cli download {repo_id} --local-dir DIR`) and pass `--model DIR` (a folder with config.json, *.safetensors, tokenizer.json) or a GGUF file"
+                    "cannot download `{file}` of {repo_id}: {e}\n  hint: check the repo id, your network, and HF_TOKEN for gated models; without Hub access, download the repository elsewhere (`huggingface-cli download {repo_id} --local-dir DIR`) and pass `--model DIR` (a folder in the Hub's layout: config.json, *.safetensors, and tokenizer.json or preprocessor_config.json) or a GGUF file"
                 ))),
             },
         }
     };
     let config = get("config.json", true)?.ok_or_else(|| Error::Hub("config.json".into()))?;
-    get("tokenizer.json", true)?;
-    for optional in [
-        "tokenizer_config.json",
-        "generation_config.json",
-        "chat_template.jinja",
-    ] {
-        get(optional, false)?;
+    for file in required {
+        get(file, true)?;
+    }
+    for file in optional {
+        get(file, false)?;
     }
     match get("model.safetensors.index.json", false)? {
         Some(index) => {

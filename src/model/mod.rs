@@ -27,6 +27,7 @@ pub mod load;
 mod qmatmul;
 pub mod registry;
 pub mod tokenizer;
+pub mod vision;
 pub mod weights;
 
 use decoder::Decoder;

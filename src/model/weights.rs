@@ -507,6 +507,19 @@ impl Weights {
         })
     }
 
+    /// A patch embedding's `Conv2d` whose kernel equals its stride (ViT), as a linear layer over
+    /// flattened patches: `<name>.weight` [out, channels, p, p] becomes [out, channels · p · p].
+    pub fn patch_linear(&self, name: &str) -> Result<Linear> {
+        let full = self.full_name(&format!("{name}.weight"));
+        let w = self.dense(&full, self.activation_dtype())?;
+        let out = w.dim(0)?;
+        let inner = w.elem_count() / out.max(1);
+        Ok(Linear {
+            weight: Matrix::Dense(w.reshape((out, inner))?.contiguous()?),
+            bias: self.bias(name)?,
+        })
+    }
+
     fn bias(&self, name: &str) -> Result<Option<Tensor>> {
         let bias = format!("{name}.bias");
         if !self.contains(&bias) {

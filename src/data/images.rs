@@ -1,0 +1,198 @@
+//! Image files for the vision transformers: single files, folders of them, and labelled sets laid
+//! out as ImageNet's (`root/<class>/<file>.png`) or listed in a text file.
+
+// User input reaches this module (issue 10): no unwrap or expect outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+
+use image::DynamicImage;
+
+use crate::error::{Error, Result};
+
+/// File extensions read as images (PNG and JPEG decoders are built in).
+pub const IMAGE_EXTENSIONS: [&str; 3] = ["png", "jpg", "jpeg"];
+
+fn is_image_name(p: &Path) -> bool {
+    p.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| IMAGE_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
+}
+
+/// Decodes an image file (the format is read from its first bytes, not its name).
+///
+/// # Errors
+/// [`Error::BadImage`] for a missing, unreadable, truncated or non-image file.
+pub fn read_image(path: &Path) -> Result<DynamicImage> {
+    let bad = |reason: String| Error::BadImage {
+        path: path.to_path_buf(),
+        reason,
+    };
+    if path.is_dir() {
+        return Err(bad("is a folder, not an image file".into()));
+    }
+    let reader = image::ImageReader::open(path)
+        .map_err(|e| bad(e.to_string()))?
+        .with_guessed_format()
+        .map_err(|e| bad(e.to_string()))?;
+    if reader.format().is_none() {
+        return Err(bad(
+            "not a PNG or JPEG image (its first bytes name no known format)".into(),
+        ));
+    }
+    // The decoder's default limits refuse images whose pixels would need more than 512 MiB.
+    let image = reader.decode().map_err(|e| bad(e.to_string()))?;
+    if image.width() == 0 || image.height() == 0 {
+        return Err(bad("has no pixels".into()));
+    }
+    Ok(image)
+}
+
+/// The image files named by `paths`: files as given, folders expanded to the image files they
+/// hold (by extension, sorted by name, not recursive).
+///
+/// # Errors
+/// [`Error::BadImage`] for a path that does not exist or a folder without image files;
+/// [`Error::InvalidArgument`] when `paths` is empty.
+pub fn image_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    if paths.is_empty() {
+        return Err(Error::invalid("no image files given"));
+    }
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let files = images_in(p)?;
+            if files.is_empty() {
+                return Err(Error::BadImage {
+                    path: p.clone(),
+                    reason: format!(
+                        "the folder holds no image files ({})",
+                        IMAGE_EXTENSIONS.join(", ")
+                    ),
+                });
+            }
+            out.extend(files);
+        } else if p.is_file() {
+            out.push(p.clone());
+        } else {
+            return Err(Error::BadImage {
+                path: p.clone(),
+                reason: "no such file or folder".into(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+fn images_in(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| Error::io(dir, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file() && is_image_name(p))
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+/// An image with its class.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LabeledImage {
+    pub path: PathBuf,
+    pub label: String,
+}
+
+/// A labelled image set: a folder of class folders (`root/<class>/<file>`, ImageNet's layout;
+/// classes and files sorted by name), or a text file with one `path label` per line (the path
+/// relative to the file's folder, separated from the label by a tab or the last space; without a
+/// label the image's folder name is its class; `#` starts a comment).
+///
+/// # Errors
+/// [`Error::BadImage`] for a missing root, a listed file that does not exist, or a set without
+/// images; [`Error::Data`] for a root folder with images but no class folders.
+pub fn labeled_images(root: &Path) -> Result<Vec<LabeledImage>> {
+    let set = if root.is_dir() {
+        let mut classes: Vec<PathBuf> = std::fs::read_dir(root)
+            .map_err(|e| Error::io(root, e))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.is_dir())
+            .collect();
+        classes.sort();
+        if classes.is_empty() && !images_in(root)?.is_empty() {
+            return Err(Error::Data(format!(
+                "{} holds images but no class folders; arrange them as {}/<class>/<image> or list them in a file of `path label` lines",
+                root.display(),
+                root.display()
+            )));
+        }
+        let mut out = Vec::new();
+        for class in classes {
+            let label = class
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            for path in images_in(&class)? {
+                out.push(LabeledImage {
+                    path,
+                    label: label.clone(),
+                });
+            }
+        }
+        out
+    } else if root.is_file() {
+        read_list(root)?
+    } else {
+        return Err(Error::BadImage {
+            path: root.to_path_buf(),
+            reason: "no such folder or list file".into(),
+        });
+    };
+    if set.is_empty() {
+        return Err(Error::BadImage {
+            path: root.to_path_buf(),
+            reason: format!(
+                "holds no image files ({}) in class folders",
+                IMAGE_EXTENSIONS.join(", ")
+            ),
+        });
+    }
+    Ok(set)
+}
+
+fn read_list(file: &Path) -> Result<Vec<LabeledImage>> {
+    let text = std::fs::read_to_string(file).map_err(|e| Error::io(file, e))?;
+    let base = file.parent().unwrap_or(Path::new("."));
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim_start_matches('\u{feff}').trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (path, label) = match line.rsplit_once('\t').or_else(|| line.rsplit_once(' ')) {
+            Some((p, l)) if !base.join(p.trim()).is_dir() && base.join(p.trim()).exists() => {
+                (p.trim(), Some(l.trim()))
+            }
+            _ => (line, None),
+        };
+        let full = base.join(path);
+        if !full.is_file() {
+            return Err(Error::BadImage {
+                path: full,
+                reason: format!(
+                    "listed on line {} of {}, but not a file",
+                    i + 1,
+                    file.display()
+                ),
+            });
+        }
+        let label = match label {
+            Some(l) => l.to_string(),
+            None => full
+                .parent()
+                .and_then(|p| p.file_name())
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        };
+        out.push(LabeledImage { path: full, label });
+    }
+    Ok(out)
+}

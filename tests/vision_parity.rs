@@ -1,0 +1,149 @@
+//! ViT and DeiT against transformers: the fixtures of `tests/fixtures/vision/` (tiny random
+//! models made by `make_fixtures.py`) hold, per test image, the pixel values transformers' image
+//! processor makes and the lens statistics of every layer computed in float64 from the model's
+//! own modules. Preprocessing must match to 1e-5, entropies to 1e-4 nats, top-p counts, top-1
+//! classes and the predicted class exactly.
+
+mod common;
+
+use std::path::PathBuf;
+
+use entropy_lens::data::images::{image_files, read_image};
+use entropy_lens::lens::StatSpec;
+use entropy_lens::model::vision::{is_vision_source, load_vision};
+use entropy_lens::model::{LoadOptions, ModelSource, WeightDType};
+use entropy_lens::vision::ImageProfiler;
+use serde_json::Value;
+
+use common::f64s;
+use common::parity::{Report, ALPHAS};
+
+const TOL: f64 = 1e-4;
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("run through cargo"))
+        .join("tests/fixtures/vision")
+}
+
+fn reference(model: &str) -> Value {
+    let path = fixtures().join(model).join("reference.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn profiler(model: &str, opts: &LoadOptions) -> ImageProfiler {
+    let source = ModelSource::parse(fixtures().join(model).to_str().unwrap()).unwrap();
+    assert!(is_vision_source(&source));
+    let spec = StatSpec {
+        alphas: ALPHAS.iter().map(|a| a.1).collect(),
+        top_k: 5,
+        ..Default::default()
+    };
+    ImageProfiler::new(load_vision(&source, opts).unwrap(), spec).unwrap()
+}
+
+fn check(model: &str, architecture: &str, n_layers: usize) {
+    let gold = reference(model);
+    let mut prof = profiler(model, &LoadOptions::cpu());
+    assert_eq!(prof.model.info().architecture, architecture);
+    assert_eq!(prof.model.info().n_layers, n_layers);
+    let images = gold["images"].as_array().unwrap();
+    let mut worst_pixel = 0f64;
+    let mut report = Report::default();
+    let mut files = Vec::new();
+    for g in images {
+        let path = fixtures().join("images").join(g["file"].as_str().unwrap());
+        let img = read_image(&path).unwrap();
+        let pixels = prof.pixel_values(&img).unwrap();
+        let shape: Vec<usize> = g["pixel_values_shape"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as usize)
+            .collect();
+        assert_eq!(pixels.dims(), &shape[..], "{path:?}");
+        let ours = pixels.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        for (a, b) in ours.iter().zip(f64s(&g["pixel_values"])) {
+            worst_pixel = worst_pixel.max((*a as f64 - b).abs());
+        }
+        files.push(path);
+    }
+    println!("{model}: largest pixel difference {worst_pixel:.2e}");
+    assert!(worst_pixel < 1e-5, "pixel values differ by {worst_pixel}");
+    // All images in one batch, then one at a time: the same numbers.
+    let batched = prof.profile_files(&files, true, None).unwrap();
+    prof.set_batch_size(1).unwrap();
+    let alone = prof.profile_files(&files, true, None).unwrap();
+    for ((profile, single), g) in batched.iter().zip(&alone).zip(images) {
+        assert_eq!(profile.prompt, g["file"].as_str().unwrap());
+        assert_eq!(profile.n_layers, n_layers);
+        assert_eq!(profile.positions.len(), 1);
+        report.position(&profile.positions[0], &g["layers"], &g["embed"], 0);
+        assert_eq!(
+            profile.generated_ids,
+            vec![g["predicted"].as_u64().unwrap() as u32],
+            "predicted class of {}",
+            g["file"]
+        );
+        let label = prof.model.labels()[profile.generated_ids[0] as usize].clone();
+        assert_eq!(profile.generated_text, label);
+        for (a, b) in profile.positions[0]
+            .shannon
+            .iter()
+            .zip(&single.positions[0].shannon)
+        {
+            assert!((a - b).abs() < 1e-5, "batched {a} vs alone {b}");
+        }
+    }
+    println!("{model}: {report:?}");
+    assert_eq!(report.entries, images.len() * (n_layers + 1));
+    assert!(report.topp_checked > 0);
+    assert!(
+        report.max_shannon < TOL,
+        "Shannon differs by {}",
+        report.max_shannon
+    );
+    assert!(
+        report.max_renyi < TOL,
+        "Rényi differs by {}",
+        report.max_renyi
+    );
+    assert_eq!(report.topp_mismatch, 0, "top-p counts differ");
+    assert_eq!(report.top1_mismatch, 0, "top-1 classes differ");
+}
+
+#[test]
+fn vit_matches_transformers() {
+    check("vit", "ViTForImageClassification", 4);
+}
+
+#[test]
+fn deit_with_teacher_matches_transformers() {
+    check("deit", "DeiTForImageClassificationWithTeacher", 3);
+}
+
+#[test]
+fn half_precision_weights_stay_close() {
+    // bf16 activations: the same predicted class on clear-cut images, entropies within 0.05 nats.
+    let gold = reference("vit");
+    let mut prof = profiler("vit", &LoadOptions::cpu().with_dtype(WeightDType::BF16));
+    let files = image_files(&[fixtures().join("images")]).unwrap();
+    let profiles = prof.profile_files(&files, false, None).unwrap();
+    let mut worst = 0f64;
+    for p in &profiles {
+        let g = gold["images"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["file"] == p.prompt.as_str())
+            .unwrap();
+        for (a, b) in p.positions[0]
+            .shannon
+            .iter()
+            .zip(f64s(&g["layers"]["shannon"][0]))
+        {
+            worst = worst.max((a - b).abs());
+        }
+    }
+    println!("bf16: largest |ΔH| {worst:.3}");
+    assert!(worst < 0.05, "bf16 entropies differ by {worst}");
+}
