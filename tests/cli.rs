@@ -339,3 +339,84 @@ fn write_gguf(path: &Path, architecture: &str) {
     )
     .unwrap();
 }
+
+fn vision_fixture(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/vision")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[test]
+fn profile_images_follows_the_json_contract() {
+    let images = vision_fixture("images");
+    let lines = json_lines(&run(&[
+        "profile",
+        "--model",
+        &vision_fixture("deit"),
+        "--images",
+        &images,
+        "--embed",
+        "--json",
+    ]));
+    let gold: Value = serde_json::from_str(
+        &std::fs::read_to_string(vision_fixture("deit/reference.json")).unwrap(),
+    )
+    .unwrap();
+    // One line per image of the folder, in file-name order.
+    let mut names: Vec<String> = std::fs::read_dir(&images)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(lines.len(), names.len());
+    for (line, name) in lines.iter().zip(&names) {
+        assert_eq!(line["prompt"], name.as_str());
+        assert_eq!(line["n_layers"], 3);
+        let g = gold["images"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["file"] == name.as_str())
+            .unwrap();
+        assert_eq!(line["generated_ids"][0], g["predicted"]);
+        let ours = f64s(&line["positions"][0]["shannon"]);
+        for (a, b) in ours.iter().zip(f64s(&g["layers"]["shannon"][0])) {
+            assert!((a - b).abs() < 1e-4, "{name}: {a} vs {b}");
+        }
+        let embed = line["positions"][0]["embed"]["shannon"].as_f64().unwrap();
+        assert!((embed - g["embed"]["shannon"][0].as_f64().unwrap()).abs() < 1e-4);
+        assert_eq!(line["provenance"]["architecture"], "deit");
+    }
+}
+
+#[test]
+fn bad_images_and_mismatched_inputs_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let vit = vision_fixture("vit");
+    let not_image = dir.path().join("notes.png");
+    std::fs::write(&not_image, "not an image").unwrap();
+    let e = fails(&["profile", "--model", &vit, "--images", not_image.to_str().unwrap()]);
+    assert!(e.contains("cannot read image") && e.contains("notes.png"), "{e}");
+    let png = std::fs::read(Path::new(&vision_fixture("images")).join("large.png")).unwrap();
+    let truncated = dir.path().join("truncated.png");
+    std::fs::write(&truncated, &png[..png.len() / 3]).unwrap();
+    let e = fails(&["profile", "--model", &vit, "--images", truncated.to_str().unwrap()]);
+    assert!(e.contains("cannot read image") && e.contains("truncated.png"), "{e}");
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    std::fs::write(empty.join("readme.txt"), "no images here").unwrap();
+    let e = fails(&["profile", "--model", &vit, "--images", empty.to_str().unwrap()]);
+    assert!(e.contains("holds no image files"), "{e}");
+    let e = fails(&["profile", "--model", &vit, "--images", "/no/such/image.png"]);
+    assert!(e.contains("no such file"), "{e}");
+    // A language model given images, an image classifier given a prompt, images with --generate.
+    let images = vision_fixture("images");
+    let e = fails(&["profile", "--model", &smollm2(), "--images", &images]);
+    assert!(e.contains("image classifier"), "{e}");
+    let e = fails(&["profile", "--model", &vit, "--prompt", "hello"]);
+    assert!(e.contains("--images"), "{e}");
+    let e = fails(&["profile", "--model", &vit, "--images", &images, "--generate", "3"]);
+    assert!(e.contains("--generate"), "{e}");
+}

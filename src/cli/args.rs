@@ -174,11 +174,19 @@ pub struct ProfileArgs {
     #[command(flatten)]
     pub sampling: SamplingArgs,
     /// The prompt.
-    #[arg(long, conflicts_with = "prompts", required_unless_present = "prompts")]
+    #[arg(
+        long,
+        conflicts_with_all = ["prompts", "images"],
+        required_unless_present_any = ["prompts", "images"]
+    )]
     pub prompt: Option<String>,
     /// JSON Lines file of {"prompt": ...} objects.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "images")]
     pub prompts: Option<PathBuf>,
+    /// Image files or folders of them (PNG, JPEG), for a ViT or DeiT classifier given with
+    /// --model: one profile per image over the model's classes (`prompt` holds the file name).
+    #[arg(long, num_args = 1..)]
+    pub images: Vec<PathBuf>,
     /// Tokens to generate per prompt.
     #[arg(long, default_value_t = 0)]
     pub generate: usize,

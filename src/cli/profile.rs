@@ -22,6 +22,7 @@ impl super::args::ProfileArgs {
             model: self.model.model.clone(),
             prompt: self.prompt.clone(),
             prompts_file: self.prompts.clone(),
+            images: self.images.clone(),
             generate: self.generate,
             ignore_eos: self.ignore_eos,
             seed: self.sampling.seed,
@@ -56,6 +57,8 @@ pub struct ProfileOptions {
     pub model: Option<String>,
     pub prompt: Option<String>,
     pub prompts_file: Option<PathBuf>,
+    /// Image files or folders (a vision model's input instead of prompts).
+    pub images: Vec<PathBuf>,
     pub generate: usize,
     pub ignore_eos: bool,
     pub seed: u64,
@@ -136,6 +139,9 @@ pub fn profile(
         top_p_overlap: false,
     };
     spec.validate()?;
+    if !opts.images.is_empty() {
+        return profile_images(opts, spec, sink);
+    }
     let prompts = match (&opts.prompt, &opts.prompts_file) {
         (Some(p), None) => vec![p.clone()],
         (None, Some(f)) => read_prompts(f)?,
@@ -195,6 +201,51 @@ pub fn profile(
     Ok(())
 }
 
+/// `profile --images`: the lens of a ViT/DeiT classifier over each image.
+fn profile_images(
+    opts: &ProfileOptions,
+    spec: StatSpec,
+    mut sink: impl FnMut(&EntropyProfile) -> Result<()>,
+) -> Result<()> {
+    let refuse = |what: &str| {
+        Err(Error::invalid(format!(
+            "{what} does not apply to images (an image classifier makes one prediction per image)"
+        )))
+    };
+    if opts.generate > 0 {
+        return refuse("--generate");
+    }
+    if !opts.skip.is_empty() {
+        return refuse("--skip");
+    }
+    if opts.chat {
+        return refuse("--chat");
+    }
+    let Some(model) = &opts.model else {
+        return Err(Error::invalid(
+            "--images needs --model: a ViT or DeiT folder (config.json, *.safetensors, preprocessor_config.json) or Hub id such as google/vit-base-patch16-224",
+        ));
+    };
+    let files = crate::data::images::image_files(&opts.images)?;
+    let load_opts = LoadOptions {
+        device: parse_device(&opts.device)?,
+        dtype: opts.dtype,
+    };
+    let model = crate::model::vision::load_vision(&ModelSource::parse(model)?, &load_opts)?;
+    let mut profiler = crate::vision::ImageProfiler::new(model, spec)?;
+    if let Some(n) = opts.batch_size {
+        profiler.set_batch_size(n)?;
+    }
+    let bar = progress_bar(files.len() as u64, "profiling images");
+    for group in files.chunks(crate::vision::DEFAULT_IMAGE_BATCH) {
+        for profile in profiler.profile_files(group, opts.embed, Some(&bar))? {
+            bar.suspend(|| sink(&profile))?;
+        }
+    }
+    bar.finish_and_clear();
+    Ok(())
+}
+
 const SPARK: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
 
 /// A terminal view of a profile: one line per measured position with its entropy across layers
@@ -228,9 +279,15 @@ pub fn render_table(p: &EntropyProfile) -> String {
     ));
     let all = p.all_ids();
     for pos in &p.positions {
+        // An image's profile (no prompt tokens) names its predicted class.
+        let next_index = if p.prompt_ids.is_empty() {
+            pos.position
+        } else {
+            pos.position + 1
+        };
         let next = all
-            .get(pos.position + 1)
-            .and_then(|_| p.tokens.get(pos.position + 1))
+            .get(next_index)
+            .and_then(|_| p.tokens.get(next_index))
             .cloned()
             .unwrap_or_else(|| "·".into());
         let spark: String = pos

@@ -292,6 +292,12 @@ fn load_hf_folder(folder: &Path, source: &ModelSource, opts: &LoadOptions) -> Re
         .ok_or_else(|| Error::Config("config.json names no model_type".into()))?
         .to_string();
     let model_type = model_type.as_str();
+    if super::vision::VISION_MODEL_TYPES.contains(&model_type) {
+        return Err(Error::UnknownArchitecture {
+            architecture: format!("{model_type} (an image classifier)"),
+            supported: "language models here; profile images with `entropy-lens profile --model DIR --images FILES` or entropy_lens::vision::ImageProfiler".into(),
+        });
+    }
     if model_type == "gemma3" {
         return Err(Error::UnknownArchitecture {
             architecture: "gemma3 (multimodal checkpoint)".into(),
