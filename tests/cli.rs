@@ -397,17 +397,41 @@ fn bad_images_and_mismatched_inputs_are_clear_errors() {
     let vit = vision_fixture("vit");
     let not_image = dir.path().join("notes.png");
     std::fs::write(&not_image, "not an image").unwrap();
-    let e = fails(&["profile", "--model", &vit, "--images", not_image.to_str().unwrap()]);
-    assert!(e.contains("cannot read image") && e.contains("notes.png"), "{e}");
+    let e = fails(&[
+        "profile",
+        "--model",
+        &vit,
+        "--images",
+        not_image.to_str().unwrap(),
+    ]);
+    assert!(
+        e.contains("cannot read image") && e.contains("notes.png"),
+        "{e}"
+    );
     let png = std::fs::read(Path::new(&vision_fixture("images")).join("large.png")).unwrap();
     let truncated = dir.path().join("truncated.png");
     std::fs::write(&truncated, &png[..png.len() / 3]).unwrap();
-    let e = fails(&["profile", "--model", &vit, "--images", truncated.to_str().unwrap()]);
-    assert!(e.contains("cannot read image") && e.contains("truncated.png"), "{e}");
+    let e = fails(&[
+        "profile",
+        "--model",
+        &vit,
+        "--images",
+        truncated.to_str().unwrap(),
+    ]);
+    assert!(
+        e.contains("cannot read image") && e.contains("truncated.png"),
+        "{e}"
+    );
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
     std::fs::write(empty.join("readme.txt"), "no images here").unwrap();
-    let e = fails(&["profile", "--model", &vit, "--images", empty.to_str().unwrap()]);
+    let e = fails(&[
+        "profile",
+        "--model",
+        &vit,
+        "--images",
+        empty.to_str().unwrap(),
+    ]);
     assert!(e.contains("holds no image files"), "{e}");
     let e = fails(&["profile", "--model", &vit, "--images", "/no/such/image.png"]);
     assert!(e.contains("no such file"), "{e}");
@@ -417,6 +441,14 @@ fn bad_images_and_mismatched_inputs_are_clear_errors() {
     assert!(e.contains("image classifier"), "{e}");
     let e = fails(&["profile", "--model", &vit, "--prompt", "hello"]);
     assert!(e.contains("--images"), "{e}");
-    let e = fails(&["profile", "--model", &vit, "--images", &images, "--generate", "3"]);
+    let e = fails(&[
+        "profile",
+        "--model",
+        &vit,
+        "--images",
+        &images,
+        "--generate",
+        "3",
+    ]);
     assert!(e.contains("--generate"), "{e}");
 }

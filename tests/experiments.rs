@@ -606,7 +606,7 @@ fn bad_experiment_arguments_are_clear_errors() {
     for (args, want) in [
         (
             vec!["experiment", "mmmlu", "--model", m],
-            "validate, tasks, formats, mmlu, skip or family",
+            "validate, tasks, formats, mmlu, skip, family or vit",
         ),
         (
             vec!["experiment", "mmlu", "--model", m, "--method", "guess"],
@@ -1142,4 +1142,182 @@ fn a_killed_family_run_resumes_and_its_shards_merge() {
         &sharded,
         4,
     );
+}
+
+fn vision_fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/vision")
+}
+
+#[test]
+fn vit_profiles_images_onto_one_depth_axis_and_resumes_byte_identically() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Smoke scale: the two tiny fixtures on 24 synthetic images, in batches of 5.
+    let whole = tmp.path().join("whole");
+    let args = ["experiment", "vit", "--scale", "smoke", "--batch", "5"];
+    let mut a = args.to_vec();
+    a.extend(["--out", s(&whole)]);
+    ok(&a);
+    let result = check_outputs(&whole, 48);
+    assert_eq!(result["experiment"], "vit");
+    let models = result["models"].as_array().unwrap();
+    assert_eq!(models.len(), 2);
+    assert_eq!(
+        (models[0]["family"].as_str(), models[0]["n_layers"].as_u64()),
+        (Some("vit"), Some(4))
+    );
+    assert_eq!(
+        (models[1]["family"].as_str(), models[1]["n_layers"].as_u64()),
+        (Some("deit"), Some(3))
+    );
+    for b in result["depth_profiles"].as_array().unwrap() {
+        assert_eq!(b["mean"].as_array().unwrap().len(), 32);
+        assert_eq!(b["n"], 24);
+    }
+    assert!((0.0..=1.0).contains(&num(&result, "f1_model_mean")));
+    // The mean profile on the model's own blocks is the mean of the records' profiles.
+    let recs = records(&whole);
+    let vit_first: Vec<f64> = recs
+        .iter()
+        .filter(|r| r["profile"]["model"] == "vit")
+        .map(|r| r["profile"]["positions"][0]["shannon"][0].as_f64().unwrap())
+        .collect();
+    let mean = vit_first.iter().sum::<f64>() / vit_first.len() as f64;
+    assert!((mean - num(&models[0], "first_block_entropy")).abs() < 1e-12);
+    // A run stopped in the middle of a batch resumes to the same bytes.
+    let resumed = tmp.path().join("resumed");
+    std::fs::create_dir(&resumed).unwrap();
+    for f in ["config.json", "run.log"] {
+        std::fs::copy(whole.join(f), resumed.join(f)).unwrap();
+    }
+    let text = std::fs::read_to_string(whole.join("records.jsonl")).unwrap();
+    let partial: String = text.lines().take(13).map(|l| format!("{l}\n")).collect();
+    std::fs::write(resumed.join("records.jsonl"), partial).unwrap();
+    let mut a = args.to_vec();
+    a.extend(["--out", s(&resumed)]);
+    ok(&a);
+    for f in ["result.json", "records.jsonl", "profiles.npy", "index.json"] {
+        assert_eq!(read(&whole.join(f)), read(&resumed.join(f)), "{f} differs");
+    }
+    // Shards merge to the whole.
+    shards_merge_to_the_whole(
+        &["experiment", "vit", "--scale", "smoke", "--batch", "5"],
+        &tmp.path().join("shards"),
+        48,
+    );
+}
+
+#[test]
+fn vit_reads_class_folders_and_list_files_and_refuses_bad_input() {
+    let tmp = tempfile::tempdir().unwrap();
+    let images = vision_fixtures().join("images");
+    // ImageNet's layout: DIR/<class>/<image>.
+    let set = tmp.path().join("set");
+    for (class, files) in [
+        ("birds", ["noise.png", "shapes.png"]),
+        ("cars", ["grey.png", "large.png"]),
+        ("dogs", ["gradient_rgba.png", "noise.png"]),
+    ] {
+        std::fs::create_dir_all(set.join(class)).unwrap();
+        for f in files {
+            std::fs::copy(images.join(f), set.join(class).join(f)).unwrap();
+        }
+    }
+    let out = tmp.path().join("folders");
+    ok(&[
+        "experiment",
+        "vit",
+        "--data",
+        s(&set),
+        "--classes",
+        "2",
+        "--n",
+        "1",
+        "--k",
+        "1",
+        "--out",
+        s(&out),
+    ]);
+    let recs = records(&out);
+    let ids: Vec<&str> = recs.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(
+        ids,
+        [
+            "vit/birds/noise.png",
+            "vit/cars/grey.png",
+            "deit/birds/noise.png",
+            "deit/cars/grey.png"
+        ]
+    );
+    // The same images through a list file give the same profiles.
+    let list = set.join("list.txt");
+    std::fs::write(
+        &list,
+        "# path label\nbirds/noise.png\tbirds\ncars/grey.png cars\n",
+    )
+    .unwrap();
+    let out2 = tmp.path().join("list");
+    ok(&[
+        "experiment",
+        "vit",
+        "--data",
+        s(&list),
+        "--k",
+        "1",
+        "--out",
+        s(&out2),
+    ]);
+    let recs2 = records(&out2);
+    for (a, b) in recs.iter().zip(&recs2) {
+        assert_eq!(a["id"], b["id"]);
+        assert_eq!(a["profile"]["positions"], b["profile"]["positions"]);
+    }
+    // Refusals: a truncated image, a folder of images without class folders, paper scale
+    // without images, a single --model.
+    let bad = tmp.path().join("bad");
+    std::fs::create_dir_all(bad.join("x")).unwrap();
+    std::fs::write(
+        bad.join("x/broken.png"),
+        &read(&images.join("large.png"))[..500],
+    )
+    .unwrap();
+    let e = fails(&[
+        "experiment",
+        "vit",
+        "--data",
+        s(&bad),
+        "--out",
+        s(&tmp.path().join("o1")),
+    ]);
+    assert!(
+        e.contains("cannot read image") && e.contains("broken.png"),
+        "{e}"
+    );
+    let e = fails(&[
+        "experiment",
+        "vit",
+        "--data",
+        s(&images),
+        "--out",
+        s(&tmp.path().join("o2")),
+    ]);
+    assert!(e.contains("no class folders"), "{e}");
+    let e = fails(&[
+        "experiment",
+        "vit",
+        "--scale",
+        "paper",
+        "--out",
+        s(&tmp.path().join("o3")),
+    ]);
+    assert!(e.contains("ImageNet"), "{e}");
+    let vit = vision_fixtures().join("vit");
+    let e = fails(&[
+        "experiment",
+        "vit",
+        "--model",
+        s(&vit),
+        "--out",
+        s(&tmp.path().join("o4")),
+    ]);
+    assert!(e.contains("--models"), "{e}");
 }

@@ -222,7 +222,7 @@ pub struct ProfileArgs {
 
 #[derive(Args, Debug)]
 pub struct ExperimentArgs {
-    /// validate (Table 1, Fig. 1), tasks (Tables 2 and 5, Fig. 10), formats (Table 3, Figs. 5 and 9), mmlu (Table 4), skip (Fig. 6) or family (Figs. 3 and 4, Table 6).
+    /// validate (Table 1, Fig. 1), tasks (Tables 2 and 5, Fig. 10), formats (Table 3, Figs. 5 and 9), mmlu (Table 4), skip (Fig. 6), family (Figs. 3 and 4, Table 6) or vit (App. A.4, Fig. 8).
     pub experiment: String,
     #[command(flatten)]
     pub model: ModelArgs,
@@ -236,13 +236,16 @@ pub struct ExperimentArgs {
     /// paper (the paper's text) or authors (the authors' released code where it differs).
     #[arg(long, default_value = "paper")]
     pub protocol: String,
-    /// Prompts per class (tasks, formats), topics (validate) or MMLU questions (mmlu, skip).
+    /// Prompts per class (tasks, formats), topics (validate), MMLU questions (mmlu, skip), samples per model (family) or images per class (vit).
     #[arg(long)]
     pub n: Option<usize>,
+    /// Classes taken from the image set (vit) [default: all at smoke scale, 20 at paper scale].
+    #[arg(long)]
+    pub classes: Option<usize>,
     /// Tokens generated per prompt.
     #[arg(long)]
     pub tokens: Option<usize>,
-    /// Stories (tasks: JSON Lines of {"text": ...} or <|endoftext|>-separated), topics (one per line), or MMLU questions (mmlu, skip: JSON Lines or Parquet of cais/mmlu, or a folder holding test.jsonl or all/test-*.parquet).
+    /// Stories (tasks: JSON Lines of {"text": ...} or <|endoftext|>-separated), topics (one per line), or MMLU questions (mmlu, skip: JSON Lines or Parquet of cais/mmlu, or a folder holding test.jsonl or all/test-*.parquet), or images (vit: DIR/<class>/<image> as ImageNet, or a file of `path label` lines).
     #[arg(long)]
     pub data: Option<PathBuf>,
     /// Output folder [default: runs/<experiment>-<model>-<scale>].
@@ -263,7 +266,7 @@ pub struct ExperimentArgs {
     /// How the answer is read (mmlu): letters (highest probability of A/B/C/D after the prompt; default) or generate (first option letter of a greedy generation; default under --protocol authors).
     #[arg(long)]
     pub method: Option<String>,
-    /// Models of the family experiment, comma-separated: registry names (`entropy-lens models`), Hub ids, GGUF files, folders; `paper` = the registry's base models [default: the two offline models].
+    /// Models of the family experiment, comma-separated: registry names (`entropy-lens models`), Hub ids, GGUF files, folders; `paper` = the registry's base models [default: the two offline models]. For vit: ViT/DeiT folders or Hub ids; `paper` = the five models of Figure 8 [default: the repository's tiny fixtures].
     #[arg(long, value_delimiter = ',')]
     pub models: Vec<String>,
     /// Prompt style of the skip experiment: base (default), instruct or humble.

@@ -37,6 +37,7 @@ impl ExperimentArgs {
             method: self.method.as_deref().map(str::parse).transpose()?,
             style: self.style.as_deref().map(str::parse).transpose()?,
             models: (!self.models.is_empty()).then(|| self.models.clone()),
+            classes: self.classes,
         };
         let opts = RunOptions {
             out: self.out.clone(),

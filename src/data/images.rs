@@ -196,3 +196,50 @@ fn read_list(file: &Path) -> Result<Vec<LabeledImage>> {
     }
     Ok(out)
 }
+
+/// The kinds of synthetic images, cycled by index.
+pub const SYNTHETIC_KINDS: [&str; 3] = ["noise", "stripes", "discs"];
+
+/// A seeded synthetic RGB image (48 × 40) and its kind, for runs without an image set (smoke
+/// scale offline): uniform noise, stripes of random colour and period, or discs on a plain
+/// background. The same `(index, seed)` always gives the same pixels.
+pub fn synthetic_image(index: usize, seed: u64) -> (String, DynamicImage) {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(
+        seed.wrapping_mul(0x9E37_79B9).wrapping_add(index as u64),
+    );
+    let (w, h) = (48u32, 40u32);
+    let kind = SYNTHETIC_KINDS[index % SYNTHETIC_KINDS.len()];
+    let mut img = image::RgbImage::new(w, h);
+    let colour = |rng: &mut rand_chacha::ChaCha8Rng| -> [u8; 3] {
+        [rng.random(), rng.random(), rng.random()]
+    };
+    match kind {
+        "noise" => img.pixels_mut().for_each(|p| p.0 = colour(&mut rng)),
+        "stripes" => {
+            let (a, b) = (colour(&mut rng), colour(&mut rng));
+            let period = rng.random_range(3..12u32);
+            let vertical = rng.random_bool(0.5);
+            for (x, y, p) in img.enumerate_pixels_mut() {
+                let t = if vertical { x } else { y };
+                p.0 = if (t / period) % 2 == 0 { a } else { b };
+            }
+        }
+        _ => {
+            let back = colour(&mut rng);
+            img.pixels_mut().for_each(|p| p.0 = back);
+            for _ in 0..rng.random_range(1..4) {
+                let (cx, cy) = (rng.random_range(0..w) as i64, rng.random_range(0..h) as i64);
+                let r = rng.random_range(4..14i64);
+                let c = colour(&mut rng);
+                for (x, y, p) in img.enumerate_pixels_mut() {
+                    let (dx, dy) = (x as i64 - cx, y as i64 - cy);
+                    if dx * dx + dy * dy <= r * r {
+                        p.0 = c;
+                    }
+                }
+            }
+        }
+    }
+    (kind.to_string(), DynamicImage::ImageRgb8(img))
+}

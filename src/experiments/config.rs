@@ -20,7 +20,7 @@ use crate::profile::Aggregation;
 
 use super::choice::AnswerMethod;
 use super::data::DataIdentity;
-use super::{family, formats, mmlu, skip, tasks, validate};
+use super::{family, formats, mmlu, skip, tasks, validate, vit};
 use crate::data::mmlu::PromptStyle;
 
 /// The experiments of the paper this crate runs.
@@ -39,16 +39,19 @@ pub enum ExperimentKind {
     Skip,
     /// Figures 3 and 4, Table 6: model families and sizes from blank-prompt profiles.
     Family,
+    /// Appendix A.4, Figure 8: vision transformers (ViT, DeiT) on images.
+    Vit,
 }
 
 impl ExperimentKind {
-    pub const ALL: [ExperimentKind; 6] = [
+    pub const ALL: [ExperimentKind; 7] = [
         ExperimentKind::Validate,
         ExperimentKind::Tasks,
         ExperimentKind::Formats,
         ExperimentKind::Mmlu,
         ExperimentKind::Skip,
         ExperimentKind::Family,
+        ExperimentKind::Vit,
     ];
 
     pub fn name(self) -> &'static str {
@@ -59,6 +62,7 @@ impl ExperimentKind {
             ExperimentKind::Mmlu => "mmlu",
             ExperimentKind::Skip => "skip",
             ExperimentKind::Family => "family",
+            ExperimentKind::Vit => "vit",
         }
     }
 }
@@ -71,7 +75,7 @@ impl FromStr for ExperimentKind {
             .find(|k| k.name() == s)
             .ok_or_else(|| {
                 Error::invalid(format!(
-                    "unknown experiment `{s}` (expected validate, tasks, formats, mmlu, skip or family)"
+                    "unknown experiment `{s}` (expected validate, tasks, formats, mmlu, skip, family or vit)"
                 ))
             })
     }
@@ -181,8 +185,11 @@ pub struct Plan {
     /// Prompt style of the skip experiment (default Base).
     pub style: Option<PromptStyle>,
     /// Models of the family experiment (registry names, Hub ids, files, folders; `paper`: the
-    /// registry's base models); `None`: the two offline models.
+    /// registry's base models); `None`: the two offline models. For vit: ViT/DeiT folders or Hub
+    /// ids (`paper`: the five of Figure 8); `None`: the repository's tiny fixtures.
     pub models: Option<Vec<String>>,
+    /// Classes taken from an image set (vit).
+    pub classes: Option<usize>,
 }
 
 impl Plan {
@@ -210,6 +217,7 @@ impl Plan {
             method: None,
             style: None,
             models: None,
+            classes: None,
         }
     }
 
@@ -282,15 +290,23 @@ impl Plan {
             ExperimentKind::Mmlu => ExperimentSpec::Mmlu(mmlu::MmluSpec::new(self)?),
             ExperimentKind::Skip => ExperimentSpec::Skip(skip::SkipSpec::new(self)?),
             ExperimentKind::Family => ExperimentSpec::Family(family::FamilySpec::new(self)?),
+            ExperimentKind::Vit => ExperimentSpec::Vit(vit::VitSpec::new(self)?),
         };
-        if self.models.is_some() && self.kind != ExperimentKind::Family {
+        let several = matches!(self.kind, ExperimentKind::Family | ExperimentKind::Vit);
+        if self.models.is_some() && !several {
             return Err(Error::invalid(
-                "--models applies to the family experiment only; give one model with --model",
+                "--models applies to the family and vit experiments only; give one model with --model",
             ));
         }
-        if self.model.is_some() && self.kind == ExperimentKind::Family {
+        if self.model.is_some() && several {
+            return Err(Error::invalid(format!(
+                "{} compares several models: list them with --models a,b,... (not --model)",
+                self.kind.name()
+            )));
+        }
+        if self.classes.is_some() && self.kind != ExperimentKind::Vit {
             return Err(Error::invalid(
-                "family compares several models: list them with --models a,b,... (not --model)",
+                "--classes applies to the vit experiment only",
             ));
         }
         if self.method.is_some() && self.kind != ExperimentKind::Mmlu {
@@ -388,6 +404,7 @@ pub enum ExperimentSpec {
     Mmlu(mmlu::MmluSpec),
     Skip(skip::SkipSpec),
     Family(family::FamilySpec),
+    Vit(vit::VitSpec),
 }
 
 impl ExperimentSpec {
@@ -399,6 +416,7 @@ impl ExperimentSpec {
             ExperimentSpec::Mmlu(_) => ExperimentKind::Mmlu,
             ExperimentSpec::Skip(_) => ExperimentKind::Skip,
             ExperimentSpec::Family(_) => ExperimentKind::Family,
+            ExperimentSpec::Vit(_) => ExperimentKind::Vit,
         }
     }
 
@@ -411,6 +429,7 @@ impl ExperimentSpec {
             ExperimentSpec::Mmlu(s) => s.tokens,
             ExperimentSpec::Skip(_) => 0,
             ExperimentSpec::Family(s) => s.tokens,
+            ExperimentSpec::Vit(_) => 0,
         }
     }
 }
@@ -563,7 +582,7 @@ mod tests {
             .parse::<ExperimentKind>()
             .unwrap_err()
             .to_string()
-            .contains("validate, tasks, formats, mmlu, skip or family"));
+            .contains("validate, tasks, formats, mmlu, skip, family or vit"));
         assert_eq!("authors".parse::<Protocol>().unwrap(), Protocol::Authors);
         assert!("large".parse::<Scale>().is_err());
     }

@@ -81,6 +81,9 @@ pub fn load_data(plan: &Plan) -> Result<LoadedData> {
         ExperimentKind::Family => Err(crate::Error::invalid(
             "family runs on a blank prompt and loads no data; drop --data",
         )),
+        ExperimentKind::Vit => Err(crate::Error::invalid(
+            "vit reads images, not text records (experiments::vit::ImageSet)",
+        )),
         ExperimentKind::Mmlu | ExperimentKind::Skip => match (&plan.data, plan.scale) {
             (Some(path), _) => {
                 let file = mmlu::resolve_file(path)?;

@@ -29,7 +29,7 @@ use super::config::{
 };
 use super::data::DataIdentity;
 use super::progress::{format_secs, Progress};
-use super::run::{default_out_dir, RunOptions, RunSummary};
+use super::run::{default_out_dir, pending, Pending, RunOptions, RunSummary};
 use super::store::{OutputDir, Record, RunContext, WorkItem};
 use crate::analysis::{repeated_split_f1, tsne, Labels, Table, TsneConfig};
 use crate::error::{Error, Result};
@@ -331,24 +331,9 @@ pub fn run(plan: &Plan, opts: &RunOptions) -> Result<RunSummary> {
         },
     )?;
     let _lock = out.lock()?;
-    let done = out.recover_records()?;
-    for r in &done {
-        if all.get(r.index).is_none_or(|i| i.id != r.id) {
-            return Err(Error::Data(format!(
-                "{}: record {} ({}) does not belong to this model list",
-                dir.display(),
-                r.index,
-                r.id
-            )));
-        }
-    }
-    let mut is_done = vec![false; all.len()];
-    done.iter().for_each(|r| is_done[r.index] = true);
-    let mine: Vec<&WorkItem> = all
-        .iter()
-        .filter(|i| opts.shard.is_none_or(|s| s.contains(i.index)))
-        .collect();
-    let todo: Vec<&WorkItem> = mine.iter().copied().filter(|i| !is_done[i.index]).collect();
+    let Pending {
+        done, mine, todo, ..
+    } = pending(&out, &dir, &all, opts.shard)?;
     out.log(&format!(
         "run: family of {} models, {} of {} items to do",
         sources.len(),
@@ -492,7 +477,7 @@ pub struct FamilyResult {
     pub tsne_defaults: Option<Scatter2d>,
 }
 
-fn mean_std_rows(rows: &[Vec<f64>]) -> (Vec<f64>, Vec<f64>) {
+pub(super) fn mean_std_rows(rows: &[Vec<f64>]) -> (Vec<f64>, Vec<f64>) {
     let n = rows.len().max(1) as f64;
     let d = rows.first().map(Vec::len).unwrap_or(0);
     let mean: Vec<f64> = (0..d)
@@ -504,7 +489,7 @@ fn mean_std_rows(rows: &[Vec<f64>]) -> (Vec<f64>, Vec<f64>) {
     (mean, std)
 }
 
-fn zscore(row: &[f64]) -> Vec<f64> {
+pub(super) fn zscore(row: &[f64]) -> Vec<f64> {
     let n = row.len().max(1) as f64;
     let m = row.iter().sum::<f64>() / n;
     let sd = (row.iter().map(|v| (v - m).powi(2)).sum::<f64>() / n).sqrt();
@@ -513,10 +498,12 @@ fn zscore(row: &[f64]) -> Vec<f64> {
         .collect()
 }
 
-fn f1(
+/// Macro F1 (mean, std) of a kNN over `splits` random stratified 50/50 splits; a note instead
+/// when there is one class only or the split cannot run.
+pub(super) fn f1(
     x: &ndarray::Array2<f64>,
     labels: &[String],
-    spec: &FamilySpec,
+    (k, splits): (usize, usize),
     seed: u64,
     what: &str,
     notes: &mut Vec<String>,
@@ -529,7 +516,7 @@ fn f1(
         ));
         return Ok((None, None));
     }
-    match repeated_split_f1(x.view(), &l, spec.k, spec.splits, 0.5, seed, false) {
+    match repeated_split_f1(x.view(), &l, k, splits, 0.5, seed, false) {
         Ok(r) => Ok((Some(r.f1_mean), Some(r.f1_std))),
         Err(e) => {
             notes.push(format!("{what} F1 not computed: {e}"));
@@ -600,8 +587,14 @@ pub fn finish(
     };
     let x = to_matrix(&z_rows)?;
     let mut notes = Vec::new();
-    let (f1_family_mean, f1_family_std) =
-        f1(&x, &fam_labels, spec, cfg.seed, "family", &mut notes)?;
+    let (f1_family_mean, f1_family_std) = f1(
+        &x,
+        &fam_labels,
+        (spec.k, spec.splits),
+        cfg.seed,
+        "family",
+        &mut notes,
+    )?;
     let (f1_size_mean, f1_size_std) = if size_rows.is_empty() {
         notes.push("size F1: no model of known size".into());
         (None, None)
@@ -612,7 +605,7 @@ pub fn finish(
         f1(
             &to_matrix(&size_rows)?,
             &size_labels,
-            spec,
+            (spec.k, spec.splits),
             cfg.seed,
             "size bin",
             &mut notes,

@@ -16,6 +16,7 @@
 //! | [`mmlu`] | Table 4 | [`mmlu::MmluResult`] |
 //! | [`skip`] | Figure 6 | [`skip::SkipResult`] |
 //! | [`family`] | Figures 3 and 4, Table 6 | [`family::FamilyResult`] |
+//! | [`vit`] | Appendix A.4, Figure 8 | [`vit::VitResult`] |
 
 use std::path::{Path, PathBuf};
 
@@ -36,6 +37,7 @@ pub mod skip;
 pub mod store;
 pub mod tasks;
 pub mod validate;
+pub mod vit;
 
 pub use common::{FeatureLayout, Features, KnnScore, ProfileIndex};
 pub use config::{ExperimentConfig, ExperimentKind, ExperimentSpec, Plan, Protocol, Scale};
@@ -58,6 +60,9 @@ pub fn items(cfg: &ExperimentConfig, data: &data::LoadedData) -> Result<Vec<Work
         ExperimentSpec::Mmlu(s) => mmlu::items(s, cfg.seed, &data.questions),
         ExperimentSpec::Skip(s) => skip::items(s, cfg.seed, &data.questions),
         ExperimentSpec::Family(s) => Ok(family::items(s)),
+        ExperimentSpec::Vit(_) => Err(Error::invalid(
+            "vit items come from its image set: run it with experiments::run (vit::run)",
+        )),
     }
 }
 
@@ -68,9 +73,10 @@ pub fn stat_spec(cfg: &ExperimentConfig) -> Result<crate::lens::StatSpec> {
         ExperimentSpec::Tasks(_) => tasks::stat_spec(cfg),
         ExperimentSpec::Formats(s) => formats::stat_spec(cfg, s),
         // Shannon only.
-        ExperimentSpec::Mmlu(_) | ExperimentSpec::Skip(_) | ExperimentSpec::Family(_) => {
-            cfg.stats.stat_spec(&[])
-        }
+        ExperimentSpec::Mmlu(_)
+        | ExperimentSpec::Skip(_)
+        | ExperimentSpec::Family(_)
+        | ExperimentSpec::Vit(_) => cfg.stats.stat_spec(&[]),
     }
 }
 
@@ -82,7 +88,8 @@ pub fn check_feasible(cfg: &ExperimentConfig, items: &[WorkItem]) -> Result<()> 
         ExperimentSpec::Validate(_)
         | ExperimentSpec::Mmlu(_)
         | ExperimentSpec::Skip(_)
-        | ExperimentSpec::Family(_) => return Ok(()),
+        | ExperimentSpec::Family(_)
+        | ExperimentSpec::Vit(_) => return Ok(()),
         ExperimentSpec::Tasks(s) => (&s.knn, vec![s.knn.k, s.subset_k]),
         ExperimentSpec::Formats(s) => (&s.knn, vec![s.knn.k]),
     };
@@ -119,6 +126,7 @@ pub enum Outcome {
     Mmlu(Box<mmlu::MmluResult>),
     Skip(Box<skip::SkipResult>),
     Family(Box<family::FamilyResult>),
+    Vit(Box<vit::VitResult>),
 }
 
 impl Outcome {
@@ -130,6 +138,7 @@ impl Outcome {
             Outcome::Mmlu(_) => ExperimentKind::Mmlu,
             Outcome::Skip(_) => ExperimentKind::Skip,
             Outcome::Family(_) => ExperimentKind::Family,
+            Outcome::Vit(_) => ExperimentKind::Vit,
         }
     }
 
@@ -156,6 +165,7 @@ impl Outcome {
             ExperimentKind::Mmlu => Outcome::Mmlu(serde_json::from_str(text)?),
             ExperimentKind::Skip => Outcome::Skip(serde_json::from_str(text)?),
             ExperimentKind::Family => Outcome::Family(serde_json::from_str(text)?),
+            ExperimentKind::Vit => Outcome::Vit(serde_json::from_str(text)?),
         })
     }
 
@@ -189,6 +199,7 @@ impl Outcome {
             Outcome::Mmlu(r) => r.tables(),
             Outcome::Skip(r) => r.tables(),
             Outcome::Family(r) => r.tables(),
+            Outcome::Vit(r) => r.tables(),
         }
     }
 
@@ -201,6 +212,7 @@ impl Outcome {
             Outcome::Mmlu(r) => r.charts(),
             Outcome::Skip(r) => r.charts(),
             Outcome::Family(r) => r.charts(),
+            Outcome::Vit(r) => r.charts(),
         }
     }
 
@@ -300,6 +312,16 @@ pub fn compare(outcomes: &[Outcome]) -> Result<Vec<Table>> {
                 .collect();
             vec![family::FamilyResult::comparison(&rs)]
         }
+        Outcome::Vit(_) => {
+            let rs: Vec<&vit::VitResult> = outcomes
+                .iter()
+                .filter_map(|o| match o {
+                    Outcome::Vit(r) => Some(r.as_ref()),
+                    _ => None,
+                })
+                .collect();
+            vec![vit::VitResult::comparison(&rs)]
+        }
     })
 }
 
@@ -385,6 +407,10 @@ pub fn finish(dir: &Path) -> Result<Outcome> {
         ExperimentSpec::Family(s) => {
             let (r, f) = family::finish(cfg, s, &records)?;
             (Outcome::Family(Box::new(r)), f)
+        }
+        ExperimentSpec::Vit(s) => {
+            let (r, f) = vit::finish(cfg, s, &records)?;
+            (Outcome::Vit(Box::new(r)), f)
         }
     };
     write_npy(

@@ -111,11 +111,58 @@ fn request(cfg: &ExperimentConfig, item: &WorkItem) -> ProfileRequest {
     }
 }
 
+/// Where a run stands in its folder: the records already written, which items they cover, the
+/// items of this shard (`mine`) and those of them still to do (`todo`).
+pub(super) struct Pending<'a> {
+    pub done: Vec<Record>,
+    pub is_done: Vec<bool>,
+    pub mine: Vec<&'a WorkItem>,
+    pub todo: Vec<&'a WorkItem>,
+}
+
+/// Reads the folder's records (recovering from a torn last line) and checks that each belongs to
+/// `all`, the configuration's items.
+pub(super) fn pending<'a>(
+    out: &OutputDir,
+    dir: &Path,
+    all: &'a [WorkItem],
+    shard: Option<Shard>,
+) -> Result<Pending<'a>> {
+    let done = out.recover_records()?;
+    for r in &done {
+        if all.get(r.index).is_none_or(|i| i.id != r.id) {
+            return Err(Error::Data(format!(
+                "{}: record {} ({:?}) is not item {} of this configuration ({:?}); the folder was written for other prompts, images or models",
+                dir.display(),
+                r.index,
+                r.id,
+                r.index,
+                all.get(r.index).map(|i| i.id.as_str()).unwrap_or("none")
+            )));
+        }
+    }
+    let mut is_done = vec![false; all.len()];
+    done.iter().for_each(|r| is_done[r.index] = true);
+    let mine: Vec<&WorkItem> = all
+        .iter()
+        .filter(|i| shard.is_none_or(|s| s.contains(i.index)))
+        .collect();
+    let todo: Vec<&WorkItem> = mine.iter().copied().filter(|i| !is_done[i.index]).collect();
+    Ok(Pending {
+        done,
+        is_done,
+        mine,
+        todo,
+    })
+}
+
 /// Runs (or resumes) the experiment `plan` and, when the folder holds every item, finishes it.
 pub fn run(plan: &Plan, opts: &RunOptions) -> Result<RunSummary> {
     plan.spec()?; // bad sizes fail before anything is loaded
-    if plan.kind == super::ExperimentKind::Family {
-        return super::family::run(plan, opts);
+    match plan.kind {
+        super::ExperimentKind::Family => return super::family::run(plan, opts),
+        super::ExperimentKind::Vit => return super::vit::run(plan, opts),
+        _ => {}
     }
     let data = load_data(plan)?;
     let source = match &plan.model {
@@ -151,26 +198,12 @@ pub fn run(plan: &Plan, opts: &RunOptions) -> Result<RunSummary> {
         },
     )?;
     let _lock = out.lock()?;
-    let done = out.recover_records()?;
-    for r in &done {
-        if all[r.index].id != r.id {
-            return Err(Error::Data(format!(
-                "{}: record of item {} is {:?} but this configuration's item {} is {:?}; the folder was written by another build of the prompts",
-                dir.display(),
-                r.index,
-                r.id,
-                r.index,
-                all[r.index].id
-            )));
-        }
-    }
-    let mut is_done = vec![false; all.len()];
-    done.iter().for_each(|r| is_done[r.index] = true);
-    let mine: Vec<&WorkItem> = all
-        .iter()
-        .filter(|i| opts.shard.is_none_or(|s| s.contains(i.index)))
-        .collect();
-    let todo: Vec<&WorkItem> = mine.iter().copied().filter(|i| !is_done[i.index]).collect();
+    let Pending {
+        is_done,
+        mine,
+        todo,
+        ..
+    } = pending(&out, &dir, &all, opts.shard)?;
 
     let mut profiler = Profiler::new(loaded, spec)?;
     let letters = match &cfg.spec {

@@ -387,6 +387,25 @@ pub struct Band {
 
 /// Mean ± std bands from precomputed statistics (see [`mean_profile_bands`]).
 pub fn profile_bands(groups: &[Band], y_label: &str) -> Result<Chart> {
+    bands_chart(groups, y_label, "block", |n| {
+        (1..=n).map(|j| j as f64).collect()
+    })
+}
+
+/// Mean ± std bands of profiles on the relative-depth axis (0 = first block, 1 = last), for
+/// models of different depths (the paper's Figure 8).
+pub fn depth_profile_bands(groups: &[Band], y_label: &str) -> Result<Chart> {
+    bands_chart(groups, y_label, "relative depth", |n| {
+        (0..n).map(|i| i as f64 / (n.max(2) - 1) as f64).collect()
+    })
+}
+
+fn bands_chart(
+    groups: &[Band],
+    y_label: &str,
+    x_label: &str,
+    x_axis: impl Fn(usize) -> Vec<f64>,
+) -> Result<Chart> {
     if groups.is_empty() {
         return Err(Error::Data("no groups to plot".into()));
     }
@@ -403,7 +422,7 @@ pub fn profile_bands(groups: &[Band], y_label: &str) -> Result<Chart> {
         }
         let name = &b.name;
         let (mean, std) = (b.mean.clone(), &b.std);
-        let xs: Vec<f64> = (1..=mean.len()).map(|j| j as f64).collect();
+        let xs = x_axis(mean.len());
         let hi: Vec<f64> = mean.iter().zip(std).map(|(a, b)| a + b).collect();
         let lo: Vec<f64> = mean.iter().zip(std).map(|(a, b)| a - b).collect();
         let color = PALETTE[i % PALETTE.len()];
@@ -436,13 +455,13 @@ pub fn profile_bands(groups: &[Band], y_label: &str) -> Result<Chart> {
         bands.push(Some((lo, hi)));
     }
     let title = "Mean entropy profile ± std".to_string();
-    plot.set_layout(layout(&title, "block", y_label, 420));
+    plot.set_layout(layout(&title, x_label, y_label, 420));
     Ok(Chart::new(
         plot,
         title,
         420,
         Sketch::Lines {
-            x_label: "block".into(),
+            x_label: x_label.into(),
             y_label: y_label.into(),
             series,
             bands,
