@@ -73,5 +73,6 @@ pub mod prelude {
     };
     pub use crate::profile::{EntropyProfile, PositionProfile};
     pub use crate::runner::{ProfileRequest, Profiler, Sampling};
+    pub use crate::vision::ImageProfiler;
     pub use candle_core::Device;
 }

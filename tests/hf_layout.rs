@@ -202,3 +202,64 @@ fn hub_repo_id_resolves_through_the_hf_cache_offline() {
         "{err}"
     );
 }
+
+#[test]
+fn vision_repo_id_resolves_through_the_hf_cache_offline() {
+    let vit = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/vision/vit");
+    let images = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/vision/images");
+    let home = tempfile::tempdir().unwrap();
+    hub_cache(home.path(), "local-test/vit-tiny", &vit);
+    // The same repository without its preprocessor configuration.
+    let partial = tempfile::tempdir().unwrap();
+    for f in ["config.json", "model.safetensors"] {
+        std::fs::copy(vit.join(f), partial.path().join(f)).unwrap();
+    }
+    hub_cache(
+        home.path(),
+        "local-test/vit-no-preprocessor",
+        partial.path(),
+    );
+    let run = |model: &str| {
+        Command::new(common::cli())
+            .args([
+                "profile",
+                "--model",
+                model,
+                "--images",
+                images.to_str().unwrap(),
+                "--json",
+            ])
+            .env("HF_HOME", home.path())
+            .env("HF_HUB_OFFLINE", "1")
+            .output()
+            .unwrap()
+    };
+    let lines = |out: &std::process::Output| -> Vec<Value> {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let from_folder = lines(&run(vit.to_str().unwrap()));
+    let from_hub = lines(&run("local-test/vit-tiny"));
+    assert_eq!(from_folder.len(), 5);
+    assert_eq!(from_hub.len(), 5);
+    for (a, b) in from_folder.iter().zip(&from_hub) {
+        assert_eq!(b["model"], "local-test/vit-tiny");
+        assert_eq!(a["prompt"], b["prompt"]);
+        assert_eq!(a["positions"], b["positions"]);
+        assert_eq!(a["generated_ids"], b["generated_ids"]);
+    }
+    let c = run("local-test/vit-no-preprocessor");
+    let err = String::from_utf8_lossy(&c.stderr);
+    assert!(!c.status.success());
+    assert!(
+        err.contains("preprocessor_config.json") && err.contains("HF_HUB_OFFLINE"),
+        "{err}"
+    );
+}

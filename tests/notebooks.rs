@@ -9,11 +9,12 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-const NOTEBOOKS: [&str; 4] = [
+const NOTEBOOKS: [&str; 5] = [
     "01_quickstart",
     "02_validation_c1_c2",
     "04_task_types",
     "05_output_formats_renyi",
+    "08_vision_transformers",
 ];
 
 fn dir(var: &str, default: &str) -> PathBuf {
