@@ -53,6 +53,11 @@ impl ImageProfiler {
         self.lens.spec()
     }
 
+    /// Images per forward pass.
+    pub fn batch_size(&self) -> usize {
+        self.batch_size
+    }
+
     /// Images per forward pass (profiles do not depend on it).
     pub fn set_batch_size(&mut self, n: usize) -> Result<()> {
         if n == 0 {
@@ -64,8 +69,19 @@ impl ImageProfiler {
 
     /// The model input of one image, `[channels, height, width]` as the checkpoint's image
     /// processor makes it.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the processor's output is not the model's input size
+    /// (a configuration without resizing, given an image of another size).
     pub fn pixel_values(&self, image: &DynamicImage) -> Result<Tensor> {
         let (pixels, h, w) = self.model.processor().pixel_values(image)?;
+        let want = self.model.info().image_size;
+        if (h, w) != want {
+            return Err(Error::invalid(format!(
+                "the image becomes a {h}×{w} input but the model takes {}×{} (preprocessor_config.json does not resize it to that size)",
+                want.0, want.1
+            )));
+        }
         Ok(Tensor::from_vec(
             pixels,
             (3, h, w),
@@ -105,7 +121,10 @@ impl ImageProfiler {
         }
         let pixels = images
             .iter()
-            .map(|(_, img)| self.pixel_values(img))
+            .map(|(name, img)| {
+                self.pixel_values(img)
+                    .map_err(|e| Error::invalid(format!("image {name}: {e}")))
+            })
             .collect::<Result<Vec<_>>>()?;
         let batch = Tensor::stack(&pixels, 0)?;
         let logits = self.model.lens_logits(&batch, include_embed)?;

@@ -382,6 +382,7 @@ fn profile_images_follows_the_json_contract() {
             .unwrap();
         assert_eq!(line["generated_ids"][0], g["predicted"]);
         let ours = f64s(&line["positions"][0]["shannon"]);
+        assert_eq!(ours.len(), 3);
         for (a, b) in ours.iter().zip(f64s(&g["layers"]["shannon"][0])) {
             assert!((a - b).abs() < 1e-4, "{name}: {a} vs {b}");
         }

@@ -1267,6 +1267,7 @@ fn vit_reads_class_folders_and_list_files_and_refuses_bad_input() {
         s(&out2),
     ]);
     let recs2 = records(&out2);
+    assert_eq!(recs.len(), recs2.len());
     for (a, b) in recs.iter().zip(&recs2) {
         assert_eq!(a["id"], b["id"]);
         assert_eq!(a["profile"]["positions"], b["profile"]["positions"]);
@@ -1320,4 +1321,79 @@ fn vit_reads_class_folders_and_list_files_and_refuses_bad_input() {
         s(&tmp.path().join("o4")),
     ]);
     assert!(e.contains("--models"), "{e}");
+    let e = fails(&[
+        "experiment",
+        "vit",
+        "--classes",
+        "3",
+        "--out",
+        s(&tmp.path().join("o5")),
+    ]);
+    assert!(e.contains("--classes picks classes from --data"), "{e}");
+    let e = fails(&[
+        "experiment",
+        "vit",
+        "--models",
+        &format!("{},{}", s(&vit), s(&images)),
+        "--out",
+        s(&tmp.path().join("o6")),
+    ]);
+    assert!(e.contains("without config.json"), "{e}");
+    let gpt2 = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/families/gpt2");
+    let e = fails(&[
+        "experiment",
+        "vit",
+        "--models",
+        &format!("{},{}", s(&vit), s(&gpt2)),
+        "--out",
+        s(&tmp.path().join("o6b")),
+    ]);
+    assert!(e.contains("as an image classifier"), "{e}");
+    let listed = tmp.path().join("missing.txt");
+    std::fs::write(&listed, "birds/none.png\tbirds\n").unwrap();
+    let e = fails(&[
+        "experiment",
+        "vit",
+        "--data",
+        s(&listed),
+        "--out",
+        s(&tmp.path().join("o7")),
+    ]);
+    assert!(
+        e.contains("none.png") && !e.contains("none.png\tbirds") && e.contains("line 1"),
+        "{e}"
+    );
+    // facebook/deit-*-patch16-224 are stored as ViT (`model_type` vit): the name says DeiT.
+    let deit_as_vit = tmp.path().join("deit-small-as-vit");
+    std::fs::create_dir(&deit_as_vit).unwrap();
+    for f in [
+        "config.json",
+        "model.safetensors",
+        "preprocessor_config.json",
+    ] {
+        std::fs::copy(vit.join(f), deit_as_vit.join(f)).unwrap();
+    }
+    let out3 = tmp.path().join("families");
+    ok(&[
+        "experiment",
+        "vit",
+        "--models",
+        &format!("{},{}", s(&vit), s(&deit_as_vit)),
+        "--n",
+        "12",
+        "--out",
+        s(&out3),
+    ]);
+    let result = json(&out3.join("result.json"));
+    let families: Vec<&str> = result["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["family"].as_str().unwrap())
+        .collect();
+    assert_eq!(families, ["vit", "deit"]);
+    assert_eq!(result["images_per_model"], 12);
+    // Same weights, same profiles: the two "families" cannot be told apart.
+    let first = |i: usize| num(&result["models"][i], "first_block_entropy");
+    assert_eq!(first(0), first(1));
 }

@@ -255,6 +255,25 @@ fn vision_repo_id_resolves_through_the_hf_cache_offline() {
         assert_eq!(a["positions"], b["positions"]);
         assert_eq!(a["generated_ids"], b["generated_ids"]);
     }
+    // A vision repository given a prompt: named as an image classifier, not a missing tokenizer.
+    let d = Command::new(common::cli())
+        .args([
+            "profile",
+            "--model",
+            "local-test/vit-tiny",
+            "--prompt",
+            "hello",
+        ])
+        .env("HF_HOME", home.path())
+        .env("HF_HUB_OFFLINE", "1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&d.stderr);
+    assert!(!d.status.success());
+    assert!(
+        err.contains("image classifier") && err.contains("--images"),
+        "{err}"
+    );
     let c = run("local-test/vit-no-preprocessor");
     let err = String::from_utf8_lossy(&c.stderr);
     assert!(!c.status.success());

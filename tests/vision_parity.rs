@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use entropy_lens::data::images::{image_files, read_image};
 use entropy_lens::lens::StatSpec;
-use entropy_lens::model::vision::{is_vision_source, load_vision};
+use entropy_lens::model::vision::{is_vision_source, load_vision, ImageProcessor};
 use entropy_lens::model::{LoadOptions, ModelSource, WeightDType};
 use entropy_lens::vision::ImageProfiler;
 use serde_json::Value;
@@ -69,11 +69,20 @@ fn check(model: &str, architecture: &str, n_layers: usize) {
     }
     println!("{model}: largest pixel difference {worst_pixel:.2e}");
     assert!(worst_pixel < 1e-5, "pixel values differ by {worst_pixel}");
-    // All images in one batch, then one at a time: the same numbers.
+    // All images in one batch, then one at a time, then without the embedding layer: the same
+    // numbers and the same predicted classes.
     let batched = prof.profile_files(&files, true, None).unwrap();
     prof.set_batch_size(1).unwrap();
     let alone = prof.profile_files(&files, true, None).unwrap();
-    for ((profile, single), g) in batched.iter().zip(&alone).zip(images) {
+    prof.set_batch_size(2).unwrap();
+    let no_embed = prof.profile_files(&files, false, None).unwrap();
+    assert_eq!(batched.len(), images.len());
+    assert_eq!(alone.len(), images.len());
+    assert_eq!(no_embed.len(), images.len());
+    for (((profile, single), plain), g) in batched.iter().zip(&alone).zip(&no_embed).zip(images) {
+        assert_eq!(plain.generated_ids, profile.generated_ids);
+        assert!(plain.positions[0].embed.is_none());
+        assert_eq!(plain.positions[0].shannon.len(), n_layers);
         assert_eq!(profile.prompt, g["file"].as_str().unwrap());
         assert_eq!(profile.n_layers, n_layers);
         assert_eq!(profile.positions.len(), 1);
@@ -86,12 +95,14 @@ fn check(model: &str, architecture: &str, n_layers: usize) {
         );
         let label = prof.model.labels()[profile.generated_ids[0] as usize].clone();
         assert_eq!(profile.generated_text, label);
-        for (a, b) in profile.positions[0]
+        for ((a, b), c) in profile.positions[0]
             .shannon
             .iter()
             .zip(&single.positions[0].shannon)
+            .zip(&plain.positions[0].shannon)
         {
             assert!((a - b).abs() < 1e-5, "batched {a} vs alone {b}");
+            assert!((a - c).abs() < 1e-5, "with embedding {a} vs without {c}");
         }
     }
     println!("{model}: {report:?}");
@@ -119,6 +130,45 @@ fn vit_matches_transformers() {
 #[test]
 fn deit_with_teacher_matches_transformers() {
     check("deit", "DeiTForImageClassificationWithTeacher", 3);
+}
+
+#[test]
+fn preprocessing_matches_transformers_for_every_filter_size_rule_and_crop() {
+    // processors.json: transformers' PIL image processor on fixture images under configurations
+    // the two models do not use (lanczos, box, hamming; shortest edge; upscaling; a crop larger
+    // than the image, padded with zeros; the DeiT class's defaults; no normalisation).
+    let path = fixtures().join("processors.json");
+    let gold: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let cases = gold["cases"].as_array().unwrap();
+    assert!(cases.len() >= 15);
+    let mut worst = 0f64;
+    for case in cases {
+        let proc = ImageProcessor::from_json(&case["config"]).unwrap();
+        let file = case["file"].as_str().unwrap();
+        let img = read_image(&fixtures().join("images").join(file)).unwrap();
+        let (pixels, h, w) = proc.pixel_values(&img).unwrap();
+        let shape: Vec<u64> = case["shape"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect();
+        assert_eq!(
+            vec![3, h as u64, w as u64],
+            shape,
+            "{file} under {}",
+            case["config"]
+        );
+        let every = case["every"].as_u64().unwrap() as usize;
+        let gold = f64s(&case["pixel_values"]);
+        assert_eq!(gold.len(), pixels.len().div_ceil(every));
+        for (a, b) in pixels.iter().step_by(every).zip(&gold) {
+            let d = (*a as f64 - b).abs();
+            assert!(d < 1e-5, "{file} under {}: {a} vs {b}", case["config"]);
+            worst = worst.max(d);
+        }
+    }
+    println!("{} cases, largest difference {worst:.1e}", cases.len());
 }
 
 #[test]

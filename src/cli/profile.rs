@@ -236,8 +236,13 @@ fn profile_images(
     if let Some(n) = opts.batch_size {
         profiler.set_batch_size(n)?;
     }
+    // Every file is decoded once before any work, so a bad image stops the run before any
+    // output; then the images are profiled in batches, each printed as soon as it is ready.
+    for f in &files {
+        crate::data::images::read_image(f)?;
+    }
     let bar = progress_bar(files.len() as u64, "profiling images");
-    for group in files.chunks(crate::vision::DEFAULT_IMAGE_BATCH) {
+    for group in files.chunks(profiler.batch_size()) {
         for profile in profiler.profile_files(group, opts.embed, Some(&bar))? {
             bar.suspend(|| sink(&profile))?;
         }

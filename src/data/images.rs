@@ -167,11 +167,15 @@ fn read_list(file: &Path) -> Result<Vec<LabeledImage>> {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let (path, label) = match line.rsplit_once('\t').or_else(|| line.rsplit_once(' ')) {
-            Some((p, l)) if !base.join(p.trim()).is_dir() && base.join(p.trim()).exists() => {
-                (p.trim(), Some(l.trim()))
+        // The whole line is a path (file names may hold spaces), else path, tab or last space,
+        // label.
+        let (path, label) = if base.join(line).is_file() {
+            (line, None)
+        } else {
+            match line.rsplit_once('\t').or_else(|| line.rsplit_once(' ')) {
+                Some((p, l)) => (p.trim(), Some(l.trim())),
+                None => (line, None),
             }
-            _ => (line, None),
         };
         let full = base.join(path);
         if !full.is_file() {

@@ -17,7 +17,7 @@
 //! other, and each record keeps its model's sha256 (checked on resume).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
@@ -118,7 +118,12 @@ pub fn describe_model(source: &str) -> FamilyModel {
             params_b: Some(r.params_b),
         };
     }
-    let name = PathBuf::from(source.trim_end_matches('/'))
+    // A Hub id may carry a revision (`owner/name@refs/pr/3`): the name is the repository's.
+    let path = match source.split_once('@') {
+        Some((id, rev)) if !Path::new(source).exists() && !rev.is_empty() => id,
+        _ => source,
+    };
+    let name = PathBuf::from(path.trim_end_matches('/'))
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| source.to_string());

@@ -12,8 +12,9 @@
 //! Images: `--data` names a folder of class folders (ImageNet's layout, `DIR/<class>/<image>`) or
 //! a list file of `path label` lines; `--classes` and `--n` (images per class) take the first
 //! classes and images by name (the paper: 20 classes × 20 images of ImageNet-1K). Without
-//! `--data`, smoke scale uses 24 seeded synthetic images and the two tiny random fixtures of this
-//! repository (`tests/fixtures/vision/`), so the numbers exercise the pipeline, not a finding.
+//! `--data`, smoke scale uses `--n` (default 24) seeded synthetic images and the two tiny random
+//! fixtures of this repository (`tests/fixtures/vision/`), so the numbers exercise the pipeline,
+//! not a finding.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -32,7 +33,7 @@ use super::store::{OutputDir, Record, RunContext, WorkItem};
 use crate::analysis::Table;
 use crate::data::images::{labeled_images, read_image, synthetic_image};
 use crate::error::{Error, Result};
-use crate::model::vision::load_vision;
+use crate::model::vision::{is_vision_source, load_vision};
 use crate::model::{parse_device, LoadOptions, ModelSource};
 use crate::plots::{depth_normalized, depth_profile_bands, Band, Chart};
 use crate::profile::{depth_normalize, provenance::CRATE_VERSION};
@@ -78,18 +79,24 @@ impl VitSpec {
                 "two models of --models are both named {m}; give them distinct folder names"
             )));
         }
-        let (classes, per_class) = match plan.scale {
-            Scale::Smoke => (plan.classes, plan.n),
-            Scale::Paper => (plan.classes.or(Some(20)), plan.n.or(Some(20))),
+        let (classes, per_class) = match (plan.scale, &plan.data) {
+            (_, None) => (None, None),
+            (Scale::Smoke, Some(_)) => (plan.classes, plan.n),
+            (Scale::Paper, Some(_)) => (plan.classes.or(Some(20)), plan.n.or(Some(20))),
         };
-        if classes == Some(0) || per_class == Some(0) {
+        if classes == Some(0) || per_class == Some(0) || plan.n == Some(0) {
             return Err(Error::invalid(
-                "vit needs at least one class (--classes) and one image per class (--n)",
+                "vit needs at least one class (--classes) and one image (--n)",
             ));
         }
         let synthetic = match (&plan.data, plan.scale) {
             (Some(_), _) => 0,
-            (None, Scale::Smoke) => SMOKE_IMAGES,
+            (None, Scale::Smoke) if plan.classes.is_some() => {
+                return Err(Error::invalid(
+                    "--classes picks classes from --data; without --data, --n sets the number of synthetic images",
+                ))
+            }
+            (None, Scale::Smoke) => plan.n.unwrap_or(SMOKE_IMAGES),
             (None, Scale::Paper) => {
                 return Err(Error::invalid(
                     "vit at paper scale runs on ImageNet-1K validation images: give --data DIR with DIR/<class>/<image> (the paper: 20 classes × 20 images), or a file of `path label` lines",
@@ -348,6 +355,25 @@ pub fn run(plan: &Plan, opts: &RunOptions) -> Result<RunSummary> {
         todo.len(),
         mine.len()
     ))?;
+    // Every model must resolve (folder present, Hub files downloadable) before any work: a run
+    // over five Hub models should not stop at the fourth.
+    for (name, source) in spec.models.iter().zip(&sources) {
+        let check = match ModelSource::parse(source)? {
+            ModelSource::HubRepo { repo, revision } => crate::model::hub::snapshot_files(
+                &repo,
+                revision.as_deref(),
+                &["preprocessor_config.json"],
+                &[],
+            )
+            .map(|_| ()),
+            s if is_vision_source(&s) => Ok(()),
+            s => Err(Error::UnknownArchitecture {
+                architecture: format!("{} as an image classifier", s.describe()),
+                supported: "ViT and DeiT folders (config.json with model_type vit or deit, *.safetensors, preprocessor_config.json) and Hub ids".into(),
+            }),
+        };
+        check.map_err(|e| Error::invalid(format!("model {name} ({source}): {e}")))?;
+    }
     let mut progress = Progress::new(opts.progress, "vit", mine.len(), mine.len() - todo.len());
     let start = Instant::now();
     let n_images = set.images.len();
@@ -378,7 +404,13 @@ pub fn run(plan: &Plan, opts: &RunOptions) -> Result<RunSummary> {
                 r.id
             )));
         }
-        let family = model.info().model_type.clone();
+        if model.info().n_layers < 2 {
+            return Err(Error::invalid(format!(
+                "model {name} has {} block; profiles on a relative-depth axis need at least 2",
+                model.info().n_layers
+            )));
+        }
+        let family = family_of(name, &model.info().model_type);
         let mut profiler = ImageProfiler::new(model, cfg.stats.stat_spec(&[])?)?;
         for block in mine_here.chunks(batch) {
             if block.iter().all(|i| is_done[i.index]) {
@@ -427,6 +459,16 @@ pub fn run(plan: &Plan, opts: &RunOptions) -> Result<RunSummary> {
         seconds,
         outcome,
     })
+}
+
+/// `deit` or `vit`: DeiT checkpoints without distillation (facebook/deit-*-patch16-224) are
+/// stored as ViT (`model_type` `vit`), so a name that says DeiT counts as DeiT.
+pub fn family_of(name: &str, model_type: &str) -> String {
+    if model_type == "deit" || name.to_ascii_lowercase().contains("deit") {
+        "deit".into()
+    } else {
+        model_type.to_string()
+    }
 }
 
 /// One model in the result.

@@ -82,6 +82,9 @@ pub fn snapshot_files(
             Some(api) => match api.repo(repo.clone()).get(file) {
                 Ok(p) => Ok(Some(p)),
                 Err(_) if !required => Ok(None),
+                Err(e) if file == "model.safetensors" => Err(Error::Hub(format!(
+                    "cannot download `{file}` of {repo_id}: {e}\n  hint: entropy-lens reads safetensors only; some older repositories hold only pytorch_model.bin on `main`, with the Hub's safetensors conversion on a pull-request revision: pass `{repo_id}@refs/pr/N` (the revision that adds model.safetensors), or convert locally with transformers (`save_pretrained(DIR)`) and pass `--model DIR`"
+                ))),
                 Err(e) => Err(Error::Hub(format!(
                     "cannot download `{file}` of {repo_id}: {e}\n  hint: check the repo id, your network, and HF_TOKEN for gated models; without Hub access, download the repository elsewhere (`huggingface-cli download {repo_id} --local-dir DIR`) and pass `--model DIR` (a folder in the Hub's layout: config.json, *.safetensors, and tokenizer.json or preprocessor_config.json) or a GGUF file"
                 ))),
@@ -89,6 +92,21 @@ pub fn snapshot_files(
         }
     };
     let config = get("config.json", true)?.ok_or_else(|| Error::Hub("config.json".into()))?;
+    // An image classifier has no tokenizer: say what it is rather than that a tokenizer is missing.
+    if required.contains(&"tokenizer.json") {
+        let model_type = std::fs::read_to_string(&config)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| v["model_type"].as_str().map(str::to_string));
+        if let Some(t) =
+            model_type.filter(|t| super::vision::VISION_MODEL_TYPES.contains(&t.as_str()))
+        {
+            return Err(Error::UnknownArchitecture {
+                architecture: format!("{t} (an image classifier, {repo_id})"),
+                supported: "language models here; profile images with `entropy-lens profile --model REPO --images FILES` or entropy_lens::vision::ImageProfiler".into(),
+            });
+        }
+    }
     for file in required {
         get(file, true)?;
     }

@@ -183,7 +183,7 @@ impl VisionModel {
         }
         check_config(&cfg)?;
         let preprocessor = folder.join("preprocessor_config.json");
-        let processor = ImageProcessor::from_file(&preprocessor, cfg.image_size)?;
+        let processor = ImageProcessor::from_file(&preprocessor)?;
         let dtype = opts.dtype.unwrap_or(WeightDType::F32);
         let files = safetensors_files(folder)?;
         let w = Weights::safetensors(folder, &files, dtype, &opts.device)?;

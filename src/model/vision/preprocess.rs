@@ -136,27 +136,55 @@ pub struct ImageProcessor {
 const PRECISION_BITS: u32 = 32 - 8 - 2;
 
 impl ImageProcessor {
-    /// Reads `preprocessor_config.json`; keys left out take the defaults of transformers'
-    /// ViT processor (resize to `image_size`, bilinear, no crop, rescale 1/255, mean = std = 0.5).
+    /// Reads `preprocessor_config.json`. Keys left out take the defaults of the processor class
+    /// it names (`image_processor_type`, or `feature_extractor_type` in older files), as
+    /// transformers does: DeiT's resize to 256 × 256, bicubic, then crop 224 × 224; otherwise ViT's
+    /// resize to 224 × 224, bilinear, no crop; both rescale by 1/255 and normalise with mean = std
+    /// = 0.5. Images are always converted to RGB (transparency onto white).
     ///
     /// # Errors
-    /// [`Error::ModelNotFound`] without the file; [`Error::Config`] for invalid JSON or values.
-    pub fn from_file(path: &Path, image_size: usize) -> Result<Self> {
+    /// [`Error::Config`] for a missing file, invalid JSON or invalid values.
+    pub fn from_file(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => Error::ModelNotFound {
-                path: path.to_path_buf(),
-            },
+            std::io::ErrorKind::NotFound => Error::Config(format!(
+                "{} is missing: an image classifier needs its preprocessing configuration (the Hub repository has it beside config.json)",
+                path.display()
+            )),
             _ => Error::io(path, e),
         })?;
         let v: Value = serde_json::from_str(&text)
             .map_err(|e| Error::Config(format!("{} is not valid JSON: {e}", path.display())))?;
-        Self::from_json(&v, image_size)
-            .map_err(|e| Error::Config(format!("{}: {e}", path.display())))
+        Self::from_json(&v).map_err(|e| match e {
+            Error::Config(m) => Error::Config(format!("{}: {m}", path.display())),
+            other => other,
+        })
     }
 
     /// As [`ImageProcessor::from_file`], from parsed JSON.
-    pub fn from_json(v: &Value, image_size: usize) -> Result<Self> {
-        let flag = |key: &str, default: bool| v[key].as_bool().unwrap_or(default);
+    pub fn from_json(v: &Value) -> Result<Self> {
+        let class = v["image_processor_type"]
+            .as_str()
+            .or_else(|| v["feature_extractor_type"].as_str())
+            .unwrap_or("ViTImageProcessor");
+        let deit = class.starts_with("DeiT");
+        let square = |n: usize| ResizeTo::Exact {
+            height: n,
+            width: n,
+        };
+        let (default_size, default_crop, default_resample) = if deit {
+            (square(256), Some((224, 224)), Resample::Bicubic)
+        } else {
+            (square(224), None, Resample::Bilinear)
+        };
+        let flag = |key: &str, default: bool| -> Result<bool> {
+            match &v[key] {
+                Value::Null => Ok(default),
+                Value::Bool(b) => Ok(*b),
+                other => Err(Error::Config(format!(
+                    "`{key}` must be true or false, got {other}"
+                ))),
+            }
+        };
         let size = |key: &str| -> Result<Option<ResizeTo>> {
             let s = &v[key];
             let positive = |x: &Value, what: &str| -> Result<usize> {
@@ -200,15 +228,12 @@ impl ImageProcessor {
                 }
             })
         };
-        let resize = if flag("do_resize", true) {
-            Some(size("size")?.unwrap_or(ResizeTo::Exact {
-                height: image_size,
-                width: image_size,
-            }))
+        let resize = if flag("do_resize", true)? {
+            Some(size("size")?.unwrap_or(default_size))
         } else {
             None
         };
-        let crop = if flag("do_center_crop", false) {
+        let crop = if flag("do_center_crop", default_crop.is_some())? {
             match size("crop_size")? {
                 Some(ResizeTo::Exact { height, width }) => Some((height, width)),
                 Some(ResizeTo::ShortestEdge(_)) => {
@@ -216,19 +241,24 @@ impl ImageProcessor {
                         "`crop_size` must give height and width".into(),
                     ))
                 }
-                None => Some((image_size, image_size)),
+                None => Some(default_crop.unwrap_or((224, 224))),
             }
         } else {
             None
         };
         let resample = match &v["resample"] {
-            Value::Null => Resample::Bilinear,
+            Value::Null => default_resample,
             r => Resample::from_pil(r.as_i64().ok_or_else(|| {
                 Error::Config(format!("`resample` must be an integer, got {r}"))
             })?)?,
         };
-        let rescale = if flag("do_rescale", true) {
-            let f = v["rescale_factor"].as_f64().unwrap_or(1.0 / 255.0);
+        let rescale = if flag("do_rescale", true)? {
+            let f = match &v["rescale_factor"] {
+                Value::Null => 1.0 / 255.0,
+                x => x.as_f64().ok_or_else(|| {
+                    Error::Config(format!("`rescale_factor` must be a number, got {x}"))
+                })?,
+            };
             if !(f.is_finite() && f > 0.0) {
                 return Err(Error::Config(format!(
                     "`rescale_factor` must be a positive number, got {f}"
@@ -256,7 +286,7 @@ impl ImageProcessor {
                 ))),
             }
         };
-        let normalize = if flag("do_normalize", true) {
+        let normalize = if flag("do_normalize", true)? {
             let (mean, std) = (triple("image_mean")?, triple("image_std")?);
             if std.iter().any(|s| !(s.is_finite() && *s > 0.0)) {
                 return Err(Error::Config(format!(
@@ -288,28 +318,24 @@ impl ImageProcessor {
     /// Pixel values `[3, height, width]` (channels first, as `pixel_values`), row-major.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] when the crop is larger than the resized image.
+    /// [`Error::InvalidArgument`] when resizing would make an image of more than 2²⁶ pixels (a
+    /// long thin image under `shortest_edge`).
     pub fn pixel_values(&self, image: &DynamicImage) -> Result<(Vec<f32>, usize, usize)> {
         let rgb = to_rgb(image);
         let (mut w, mut h) = (rgb.width() as usize, rgb.height() as usize);
         let mut data = rgb.into_raw();
         if let Some(r) = self.resize {
             let (th, tw) = resize_target(r, h, w);
+            if th.saturating_mul(tw) > MAX_RESIZED_PIXELS || th == 0 || tw == 0 {
+                return Err(Error::invalid(format!(
+                    "resizing a {h}×{w} image as configured would make it {th}×{tw} pixels; give images closer to square"
+                )));
+            }
             data = resample_rgb(&data, w, h, tw, th, self.resample);
             (w, h) = (tw, th);
         }
         if let Some((ch, cw)) = self.crop {
-            if ch > h || cw > w {
-                return Err(Error::invalid(format!(
-                    "a {ch}×{cw} crop does not fit the {h}×{w} resized image; the preprocessor configuration resizes to less than it crops"
-                )));
-            }
-            let (top, left) = ((h - ch) / 2, (w - cw) / 2);
-            let mut out = Vec::with_capacity(ch * cw * 3);
-            for y in top..top + ch {
-                out.extend_from_slice(&data[(y * w + left) * 3..(y * w + left + cw) * 3]);
-            }
-            data = out;
+            data = center_crop(&data, h, w, ch, cw);
             (w, h) = (cw, ch);
         }
         let mut pixels = vec![0f32; 3 * h * w];
@@ -328,6 +354,36 @@ impl ImageProcessor {
         }
         Ok((pixels, h, w))
     }
+}
+
+/// Largest image a resize may make (2²⁶ pixels, 192 MiB of RGB).
+const MAX_RESIZED_PIXELS: usize = 1 << 26;
+
+/// transformers' `center_crop` on 8-bit RGB: the centre `ch × cw` window (top and left rounded
+/// down); where the image is smaller than the crop it is first padded with zeros, centred (the
+/// padding before it rounded up).
+fn center_crop(data: &[u8], h: usize, w: usize, ch: usize, cw: usize) -> Vec<u8> {
+    // Python's floor division, on possibly negative differences.
+    let floor_half = |d: i64| d.div_euclid(2);
+    let (nh, nw) = (h.max(ch), w.max(cw));
+    let (top_pad, left_pad) = ((nh - h).div_ceil(2), (nw - w).div_ceil(2));
+    let top = (floor_half(h as i64 - ch as i64) + top_pad as i64).max(0) as usize;
+    let left = (floor_half(w as i64 - cw as i64) + left_pad as i64).max(0) as usize;
+    let mut out = vec![0u8; ch * cw * 3];
+    for y in 0..ch {
+        // Row y of the crop is row top + y of the padded image, row top + y − top_pad of the image.
+        let Some(src_y) = (top + y).checked_sub(top_pad).filter(|&r| r < h) else {
+            continue;
+        };
+        for x in 0..cw {
+            let Some(src_x) = (left + x).checked_sub(left_pad).filter(|&c| c < w) else {
+                continue;
+            };
+            let (o, i) = ((y * cw + x) * 3, (src_y * w + src_x) * 3);
+            out[o..o + 3].copy_from_slice(&data[i..i + 3]);
+        }
+    }
+    out
 }
 
 fn resize_target(r: ResizeTo, height: usize, width: usize) -> (usize, usize) {
@@ -492,21 +548,32 @@ mod tests {
     }
 
     #[test]
+    fn a_long_thin_image_is_refused_before_resizing() {
+        let p = ImageProcessor::from_json(&serde_json::json!({"size": {"shortest_edge": 224}}))
+            .unwrap();
+        let thin = DynamicImage::ImageRgb8(RgbImage::new(1, 60_000));
+        let e = p.pixel_values(&thin).unwrap_err();
+        assert!(e.to_string().contains("closer to square"), "{e}");
+    }
+
+    #[test]
     fn config_values_are_checked() {
         let v = serde_json::json!({"size": 224, "resample": 3, "do_center_crop": true, "crop_size": 200});
-        let p = ImageProcessor::from_json(&v, 224).unwrap();
+        let p = ImageProcessor::from_json(&v).unwrap();
         assert_eq!(p.output_size(480, 640), (200, 200));
         assert_eq!(p.resample, Resample::Bicubic);
         let short = serde_json::json!({"size": {"shortest_edge": 32}});
-        let p = ImageProcessor::from_json(&short, 224).unwrap();
+        let p = ImageProcessor::from_json(&short).unwrap();
         assert_eq!(p.output_size(40, 100), (32, 80));
         for bad in [
             serde_json::json!({"resample": 0}),
             serde_json::json!({"size": -3}),
             serde_json::json!({"image_std": [0.5, 0.0, 0.5]}),
             serde_json::json!({"image_mean": [0.5, 0.5]}),
+            serde_json::json!({"do_resize": "yes"}),
+            serde_json::json!({"rescale_factor": "1/255"}),
         ] {
-            let e = ImageProcessor::from_json(&bad, 224).unwrap_err();
+            let e = ImageProcessor::from_json(&bad).unwrap_err();
             assert!(matches!(e, Error::Config(_)), "{bad}: {e}");
         }
     }
