@@ -335,6 +335,11 @@ impl ImageProcessor {
             (w, h) = (tw, th);
         }
         if let Some((ch, cw)) = self.crop {
+            if ch.saturating_mul(cw) > MAX_RESIZED_PIXELS {
+                return Err(Error::invalid(format!(
+                    "the configured {ch}×{cw} crop is larger than any model input (at most 2²⁶ pixels)"
+                )));
+            }
             data = center_crop(&data, h, w, ch, cw);
             (w, h) = (cw, ch);
         }
@@ -554,6 +559,13 @@ mod tests {
         let thin = DynamicImage::ImageRgb8(RgbImage::new(1, 60_000));
         let e = p.pixel_values(&thin).unwrap_err();
         assert!(e.to_string().contains("closer to square"), "{e}");
+        let huge_crop = serde_json::json!({"do_resize": false, "do_center_crop": true,
+            "crop_size": {"height": 65536, "width": 65536}});
+        let p = ImageProcessor::from_json(&huge_crop).unwrap();
+        let e = p
+            .pixel_values(&DynamicImage::ImageRgb8(RgbImage::new(4, 4)))
+            .unwrap_err();
+        assert!(e.to_string().contains("crop"), "{e}");
     }
 
     #[test]
