@@ -57,7 +57,7 @@ pub enum Error {
     #[error("invalid data: {0}")]
     Data(String),
 
-    #[error("cannot read image {path}: {reason}\n  hint: pass PNG or JPEG files, or folders of them; the file may be truncated or not an image")]
+    #[error("cannot read image {}: {reason}\n  hint: pass PNG or JPEG files, or folders of them", shown(.path))]
     BadImage { path: PathBuf, reason: String },
 
     #[error("download failed: {0}")]
@@ -151,4 +151,12 @@ pub(crate) fn guard_dependency<T>(
             .unwrap_or_else(|| "no message".into());
         Err(on_panic(msg))
     })
+}
+
+/// A path as one line of a message: a newline in a file name would otherwise split the line.
+fn shown(path: &std::path::Path) -> String {
+    path.display()
+        .to_string()
+        .replace('\n', "\\n")
+        .replace('\r', "\\r")
 }

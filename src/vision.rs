@@ -122,8 +122,10 @@ impl ImageProfiler {
         let pixels = images
             .iter()
             .map(|(name, img)| {
-                self.pixel_values(img)
-                    .map_err(|e| Error::invalid(format!("image {name}: {e}")))
+                self.pixel_values(img).map_err(|e| match e {
+                    Error::InvalidArgument(m) => Error::invalid(format!("image {name}: {m}")),
+                    other => other,
+                })
             })
             .collect::<Result<Vec<_>>>()?;
         let batch = Tensor::stack(&pixels, 0)?;

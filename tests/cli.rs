@@ -436,6 +436,75 @@ fn bad_images_and_mismatched_inputs_are_clear_errors() {
     assert!(e.contains("holds no image files"), "{e}");
     let e = fails(&["profile", "--model", &vit, "--images", "/no/such/image.png"]);
     assert!(e.contains("no such file"), "{e}");
+    // JPEG: a whole file profiles, half of it is refused (the decoder would fill the rest grey).
+    let mut jpeg = Vec::new();
+    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut jpeg, 90)
+        .encode_image(&image::open(Path::new(&vision_fixture("images")).join("large.png")).unwrap())
+        .unwrap();
+    let whole = dir.path().join("whole.jpg");
+    std::fs::write(&whole, &jpeg).unwrap();
+    assert_eq!(
+        json_lines(&run(&[
+            "profile",
+            "--model",
+            &vit,
+            "--images",
+            whole.to_str().unwrap(),
+            "--json"
+        ]))
+        .len(),
+        1
+    );
+    let half = dir.path().join("half.jpg");
+    std::fs::write(&half, &jpeg[..jpeg.len() / 2]).unwrap();
+    let e = fails(&[
+        "profile",
+        "--model",
+        &vit,
+        "--images",
+        half.to_str().unwrap(),
+    ]);
+    assert!(e.contains("truncated") && e.contains("half.jpg"), "{e}");
+    // A few bytes that claim a 17000-pixel-wide image; a symbolic link to itself.
+    let wide = dir.path().join("wide.png");
+    {
+        let file = std::fs::File::create(&wide).unwrap();
+        let mut enc = png::Encoder::new(file, 17000, 2);
+        enc.set_color(png::ColorType::Grayscale);
+        enc.write_header()
+            .unwrap()
+            .write_image_data(&vec![0u8; 34000])
+            .unwrap();
+    }
+    let e = fails(&[
+        "profile",
+        "--model",
+        &vit,
+        "--images",
+        wide.to_str().unwrap(),
+    ]);
+    assert!(e.contains("larger than entropy-lens decodes"), "{e}");
+    let looped = dir.path().join("loop.png");
+    std::os::unix::fs::symlink(&looped, &looped).unwrap();
+    let e = fails(&[
+        "profile",
+        "--model",
+        &vit,
+        "--images",
+        looped.to_str().unwrap(),
+    ]);
+    assert!(e.contains("leads nowhere"), "{e}");
+    // A newline in a file name stays on the error's line.
+    let named = dir.path().join("two\nlines.png");
+    std::fs::write(&named, "").unwrap();
+    let e = fails(&[
+        "profile",
+        "--model",
+        &vit,
+        "--images",
+        named.to_str().unwrap(),
+    ]);
+    assert!(e.lines().next().unwrap().contains("two\\nlines.png"), "{e}");
     // A language model given images, an image classifier given a prompt, images with --generate.
     let images = vision_fixture("images");
     let e = fails(&["profile", "--model", &smollm2(), "--images", &images]);

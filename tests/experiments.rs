@@ -1330,6 +1330,21 @@ fn vit_reads_class_folders_and_list_files_and_refuses_bad_input() {
         s(&tmp.path().join("o5")),
     ]);
     assert!(e.contains("--classes picks classes from --data"), "{e}");
+    for (args, want) in [
+        (vec!["--k", "0"], "at least 1"),
+        (
+            vec!["--n", "4", "--k", "5"],
+            "k = 5 neighbours need at least 10 profiles",
+        ),
+        (vec!["--folds", "5"], "drop --folds"),
+        (vec!["--models", "a,"], "empty name"),
+    ] {
+        let out = tmp.path().join("o8");
+        let mut a = vec!["experiment", "vit", "--out", s(&out)];
+        a.extend(args);
+        let e = fails(&a);
+        assert!(e.contains(want), "{want}: {e}");
+    }
     let e = fails(&[
         "experiment",
         "vit",

@@ -136,7 +136,8 @@ fn deit_with_teacher_matches_transformers() {
 fn preprocessing_matches_transformers_for_every_filter_size_rule_and_crop() {
     // processors.json: transformers' PIL image processor on fixture images under configurations
     // the two models do not use (lanczos, box, hamming; shortest edge; upscaling; a crop larger
-    // than the image, padded with zeros; the DeiT class's defaults; no normalisation).
+    // than the image, padded with zeros; the DeiT class's defaults; no normalisation; 16-bit PNGs,
+    // which PIL reduces its own way).
     let path = fixtures().join("processors.json");
     let gold: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let cases = gold["cases"].as_array().unwrap();
@@ -145,7 +146,8 @@ fn preprocessing_matches_transformers_for_every_filter_size_rule_and_crop() {
     for case in cases {
         let proc = ImageProcessor::from_json(&case["config"]).unwrap();
         let file = case["file"].as_str().unwrap();
-        let img = read_image(&fixtures().join("images").join(file)).unwrap();
+        let folder = case["folder"].as_str().unwrap();
+        let img = read_image(&fixtures().join(folder).join(file)).unwrap();
         let (pixels, h, w) = proc.pixel_values(&img).unwrap();
         let shape: Vec<u64> = case["shape"]
             .as_array()
@@ -169,6 +171,61 @@ fn preprocessing_matches_transformers_for_every_filter_size_rule_and_crop() {
         }
     }
     println!("{} cases, largest difference {worst:.1e}", cases.len());
+}
+
+/// A copy of the ViT fixture with `edit` applied to its config.json.
+fn edited_vit(edit: impl Fn(&mut Value)) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for f in [
+        "config.json",
+        "model.safetensors",
+        "preprocessor_config.json",
+    ] {
+        std::fs::copy(fixtures().join("vit").join(f), dir.path().join(f)).unwrap();
+    }
+    let path = dir.path().join("config.json");
+    let mut cfg: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    edit(&mut cfg);
+    std::fs::write(&path, cfg.to_string()).unwrap();
+    dir
+}
+
+#[test]
+fn checkpoints_that_do_not_fit_their_config_are_refused() {
+    let load = |dir: &tempfile::TempDir| {
+        let source = ModelSource::HfFolder(dir.path().to_path_buf());
+        load_vision(&source, &LoadOptions::cpu())
+            .err()
+            .map(|e| e.to_string())
+    };
+    type Edit = Box<dyn Fn(&mut Value)>;
+    let cases: [(&str, Edit); 5] = [
+        ("hidden_size", Box::new(|c| c["hidden_size"] = 64.into())),
+        (
+            "id2label",
+            Box::new(|c| {
+                c["id2label"]["cat"] = "tabby".into();
+            }),
+        ),
+        (
+            "has no name",
+            Box::new(|c| {
+                c["id2label"].as_object_mut().unwrap().remove("11");
+            }),
+        ),
+        ("qkv_bias", Box::new(|c| c["qkv_bias"] = false.into())),
+        (
+            "intermediate_size",
+            Box::new(|c| c["intermediate_size"] = 100.into()),
+        ),
+    ];
+    for (want, edit) in cases {
+        let dir = edited_vit(edit);
+        let e = load(&dir).unwrap_or_else(|| panic!("{want}: loaded"));
+        assert!(e.contains(want), "{want}: {e}");
+    }
+    // The unedited copy loads.
+    assert_eq!(load(&edited_vit(|_| {})), None);
 }
 
 #[test]

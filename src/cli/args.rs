@@ -254,7 +254,7 @@ pub struct ExperimentArgs {
     /// Run the i-th of n deterministic slices (1-based), e.g. --shard 2/3; join them with `merge`.
     #[arg(long)]
     pub shard: Option<String>,
-    /// kNN neighbours [default: 29].
+    /// kNN neighbours [default: 29; family and vit: 3].
     #[arg(long)]
     pub k: Option<usize>,
     /// Cross-validation folds [default: 10].

@@ -19,33 +19,91 @@ fn is_image_name(p: &Path) -> bool {
         .is_some_and(|e| IMAGE_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
 }
 
+/// Largest image decoded: this many pixels a side, and this many bytes of decoded pixels (a
+/// small compressed file may claim a huge image).
+const MAX_SIDE: u32 = 16384;
+const MAX_DECODED_BYTES: u64 = 256 << 20;
+
+/// Why `path` is not a readable regular file, for messages.
+fn not_a_file(path: &Path) -> String {
+    match std::fs::symlink_metadata(path) {
+        Err(_) => "no such file or folder".into(),
+        Ok(m) if m.file_type().is_symlink() => {
+            "a symbolic link that leads nowhere (or to itself)".into()
+        }
+        Ok(m) if m.is_dir() => "is a folder, not an image file".into(),
+        Ok(_) => "not a regular file (a device, pipe or socket)".into(),
+    }
+}
+
 /// Decodes an image file (the format is read from its first bytes, not its name).
 ///
 /// # Errors
-/// [`Error::BadImage`] for a missing, unreadable, truncated or non-image file.
+/// [`Error::BadImage`] for a missing, unreadable, truncated, oversized or non-image file.
 pub fn read_image(path: &Path) -> Result<DynamicImage> {
+    if !path.is_file() {
+        return Err(Error::BadImage {
+            path: path.to_path_buf(),
+            reason: not_a_file(path),
+        });
+    }
+    let bytes = std::fs::read(path).map_err(|e| Error::BadImage {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    decode_image(&bytes, path)
+}
+
+/// Decodes the bytes of an image file; `path` names it in errors.
+///
+/// # Errors
+/// As [`read_image`].
+pub fn decode_image(bytes: &[u8], path: &Path) -> Result<DynamicImage> {
     let bad = |reason: String| Error::BadImage {
         path: path.to_path_buf(),
         reason,
     };
-    if path.is_dir() {
-        return Err(bad("is a folder, not an image file".into()));
-    }
-    let reader = image::ImageReader::open(path)
-        .map_err(|e| bad(e.to_string()))?
+    let mut reader = image::ImageReader::new(std::io::Cursor::new(bytes))
         .with_guessed_format()
         .map_err(|e| bad(e.to_string()))?;
-    if reader.format().is_none() {
-        return Err(bad(
-            "not a PNG or JPEG image (its first bytes name no known format)".into(),
-        ));
+    match reader.format() {
+        None => {
+            return Err(bad(
+                "not a PNG or JPEG image (its first bytes name no known format)".into(),
+            ))
+        }
+        // The JPEG decoder fills a cut-off scan with grey and carries on; PIL (and so
+        // transformers) refuses such a file, and so does this.
+        Some(image::ImageFormat::Jpeg) if !jpeg_complete(bytes) => {
+            return Err(bad(
+                "the JPEG data ends before its end-of-image marker (the file is truncated)".into(),
+            ))
+        }
+        _ => {}
     }
-    // The decoder's default limits refuse images whose pixels would need more than 512 MiB.
-    let image = reader.decode().map_err(|e| bad(e.to_string()))?;
+    let mut limits = image::Limits::default();
+    limits.max_image_width = Some(MAX_SIDE);
+    limits.max_image_height = Some(MAX_SIDE);
+    limits.max_alloc = Some(MAX_DECODED_BYTES);
+    reader.limits(limits);
+    let image = reader.decode().map_err(|e| match e {
+        image::ImageError::Limits(_) => bad(format!(
+            "larger than entropy-lens decodes (at most {MAX_SIDE} pixels a side and {} MiB of pixels): {e}",
+            MAX_DECODED_BYTES >> 20
+        )),
+        e => bad(format!("{e} (the file may be truncated or not an image)")),
+    })?;
     if image.width() == 0 || image.height() == 0 {
         return Err(bad("has no pixels".into()));
     }
     Ok(image)
+}
+
+/// Whether a JPEG's last scan is followed by an end-of-image marker (`FF D9`; entropy-coded
+/// data cannot hold it, and an embedded thumbnail's comes before the main scans).
+fn jpeg_complete(bytes: &[u8]) -> bool {
+    let last_scan = bytes.windows(2).rposition(|w| w == [0xFF, 0xDA]);
+    last_scan.is_some_and(|i| bytes[i..].windows(2).any(|w| w == [0xFF, 0xD9]))
 }
 
 /// The image files named by `paths`: files as given, folders expanded to the image files they
@@ -77,7 +135,7 @@ pub fn image_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
         } else {
             return Err(Error::BadImage {
                 path: p.clone(),
-                reason: "no such file or folder".into(),
+                reason: not_a_file(p),
             });
         }
     }
@@ -162,6 +220,7 @@ fn read_list(file: &Path) -> Result<Vec<LabeledImage>> {
     let text = std::fs::read_to_string(file).map_err(|e| Error::io(file, e))?;
     let base = file.parent().unwrap_or(Path::new("."));
     let mut out = Vec::new();
+    let mut seen: std::collections::HashMap<PathBuf, usize> = std::collections::HashMap::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim_start_matches('\u{feff}').trim();
         if line.is_empty() || line.starts_with('#') {
@@ -187,6 +246,14 @@ fn read_list(file: &Path) -> Result<Vec<LabeledImage>> {
                     file.display()
                 ),
             });
+        }
+        if let Some(first) = seen.insert(full.clone(), i + 1) {
+            return Err(Error::Data(format!(
+                "{} lists {} twice (lines {first} and {})",
+                file.display(),
+                path,
+                i + 1
+            )));
         }
         let label = match label {
             Some(l) => l.to_string(),

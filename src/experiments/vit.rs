@@ -31,7 +31,7 @@ use super::progress::{format_secs, Progress};
 use super::run::{default_out_dir, pending, Pending, RunOptions, RunSummary};
 use super::store::{OutputDir, Record, RunContext, WorkItem};
 use crate::analysis::Table;
-use crate::data::images::{labeled_images, read_image, synthetic_image};
+use crate::data::images::{decode_image, labeled_images, read_image, synthetic_image};
 use crate::error::{Error, Result};
 use crate::model::vision::{is_vision_source, load_vision};
 use crate::model::{parse_device, LoadOptions, ModelSource};
@@ -69,6 +69,14 @@ pub struct VitSpec {
 
 impl VitSpec {
     pub fn new(plan: &Plan) -> Result<Self> {
+        if plan.folds.is_some() {
+            return Err(Error::invalid(
+                "vit scores its kNN on 10 random stratified 50/50 splits, as family does; drop --folds",
+            ));
+        }
+        if plan.k == Some(0) {
+            return Err(Error::invalid("--k must be at least 1 neighbour"));
+        }
         let models = model_sources(plan)?
             .iter()
             .map(|s| describe_model(s).name)
@@ -132,6 +140,11 @@ pub fn model_sources(plan: &Plan) -> Result<Vec<String>> {
     };
     let mut out = Vec::new();
     for m in list {
+        if m.trim().is_empty() {
+            return Err(Error::invalid(
+                "--models holds an empty name (a stray comma?)",
+            ));
+        }
         if m == "paper" {
             out.extend(PAPER_MODELS.iter().map(|s| s.to_string()));
         } else {
@@ -212,10 +225,7 @@ impl ImageSet {
                     .into_owned();
                 let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
                 // Every image is decoded once here, so a bad file stops the run before any work.
-                image::load_from_memory(&bytes).map_err(|e| Error::BadImage {
-                    path: path.clone(),
-                    reason: e.to_string(),
-                })?;
+                decode_image(&bytes, &path)?;
                 hasher.update(id.as_bytes());
                 hasher.update(class.as_bytes());
                 hasher.update(Sha256::digest(&bytes));
@@ -323,6 +333,17 @@ pub fn run(plan: &Plan, opts: &RunOptions) -> Result<RunSummary> {
     let set = ImageSet::new(plan, &spec)?;
     let cfg = resolve(plan, &spec, &set)?;
     let all = items(&spec, &set);
+    // A 50/50 split trains on half the profiles: k must fit in it.
+    if spec.k > all.len() / 2 {
+        return Err(Error::invalid(format!(
+            "k = {} neighbours need at least {} profiles, and this run has {} ({} models × {} images); lower --k or add images",
+            spec.k,
+            2 * spec.k,
+            all.len(),
+            spec.models.len(),
+            set.images.len()
+        )));
+    }
     let dir = opts
         .out
         .clone()

@@ -115,6 +115,11 @@ impl Linear {
         }
     }
 
+    /// Whether the checkpoint gave this layer a bias.
+    pub fn has_bias(&self) -> bool {
+        self.bias.is_some()
+    }
+
     /// `(out, in)`: the weight's shape.
     pub fn dims(&self) -> candle_core::Result<(usize, usize)> {
         match &self.weight {

@@ -49,6 +49,9 @@ pub struct VisionConfig {
     pub patch_size: usize,
     #[serde(default = "default_channels")]
     pub num_channels: usize,
+    /// Whether queries, keys and values have biases (every other linear layer has one).
+    #[serde(default = "default_qkv_bias")]
+    pub qkv_bias: bool,
     /// Class index (as a string key) → class name.
     #[serde(default)]
     pub id2label: std::collections::BTreeMap<String, String>,
@@ -62,6 +65,34 @@ fn default_eps() -> f64 {
 }
 fn default_channels() -> usize {
     3
+}
+fn default_qkv_bias() -> bool {
+    true
+}
+
+/// Fails unless `layer` is [out, in] and has a bias exactly when the architecture gives it one
+/// (transformers would otherwise initialise the missing tensor at random and warn).
+fn check_linear(
+    layer: &Linear,
+    name: &str,
+    (out, inner): (usize, usize),
+    bias: bool,
+) -> Result<()> {
+    let dims = layer.dims()?;
+    if dims != (out, inner) {
+        return Err(Error::Config(format!(
+            "weight `{name}` is {}×{}, but the configuration implies {out}×{inner} (hidden_size, intermediate_size, num_labels)",
+            dims.0, dims.1
+        )));
+    }
+    if layer.has_bias() != bias {
+        return Err(Error::Config(format!(
+            "weight `{name}` {} a bias, but the configuration says it {} (qkv_bias for queries, keys and values)",
+            if layer.has_bias() { "has" } else { "lacks" },
+            if bias { "has one" } else { "has none" }
+        )));
+    }
+    Ok(())
 }
 
 /// What a vision model is, for reports and provenance.
@@ -203,14 +234,14 @@ impl VisionModel {
     ) -> Result<Self> {
         let base = cfg.model_type.as_str();
         let e = w.pp(format!("{base}.embeddings"));
+        let d = cfg.hidden_size;
         let patch = e.patch_linear("patch_embeddings.projection")?;
-        let (_, patch_in) = patch.dims()?;
-        if patch_in != cfg.num_channels * cfg.patch_size * cfg.patch_size {
-            return Err(Error::Config(format!(
-                "the patch projection takes {patch_in} inputs, not num_channels · patch_size² = {}",
-                cfg.num_channels * cfg.patch_size * cfg.patch_size
-            )));
-        }
+        check_linear(
+            &patch,
+            "patch_embeddings.projection",
+            (d, cfg.num_channels * cfg.patch_size * cfg.patch_size),
+            true,
+        )?;
         let head = if w.contains("cls_classifier.weight") {
             Head::ClassAndDistillation {
                 cls: w.linear("cls_classifier")?,
@@ -222,12 +253,19 @@ impl VisionModel {
         let distilled =
             matches!(head, Head::ClassAndDistillation { .. }) || e.contains("distillation_token");
         let act_dtype = w.activation_dtype();
-        let mut prefix = vec![e.vector("cls_token")?.reshape((1, 1, cfg.hidden_size))?];
+        let token = |name: &str| -> Result<Tensor> {
+            let t = e.vector(name)?;
+            if t.elem_count() != d {
+                return Err(Error::Config(format!(
+                    "`{name}` holds {} values, not hidden_size = {d}",
+                    t.elem_count()
+                )));
+            }
+            Ok(t.reshape((1, 1, d))?)
+        };
+        let mut prefix = vec![token("cls_token")?];
         if distilled {
-            prefix.push(
-                e.vector("distillation_token")?
-                    .reshape((1, 1, cfg.hidden_size))?,
-            );
+            prefix.push(token("distillation_token")?);
         }
         let prefix = Tensor::cat(&prefix, 1)?.to_dtype(act_dtype)?;
         let patches = (cfg.image_size / cfg.patch_size).pow(2);
@@ -250,32 +288,39 @@ impl VisionModel {
             let (weight, bias) = w.layer_norm(name)?;
             Ok(LayerNorm::new(weight, bias, eps))
         };
+        let (di, qkv) = (cfg.intermediate_size, cfg.qkv_bias);
         let blocks = (0..cfg.num_hidden_layers)
             .map(|i| {
-                let b = w.pp(format!("{base}.encoder.layer.{i}"));
+                let prefix = format!("{base}.encoder.layer.{i}");
+                let b = w.pp(&prefix);
+                let linear = |name: &str, shape: (usize, usize), bias: bool| -> Result<Linear> {
+                    let l = b.linear(name)?;
+                    check_linear(&l, &format!("{prefix}.{name}"), shape, bias)?;
+                    Ok(l)
+                };
                 Ok(Block {
                     norm_before: norm(&b, "layernorm_before")?,
-                    q: b.linear("attention.attention.query")?,
-                    k: b.linear("attention.attention.key")?,
-                    v: b.linear("attention.attention.value")?,
-                    o: b.linear("attention.output.dense")?,
+                    q: linear("attention.attention.query", (d, d), qkv)?,
+                    k: linear("attention.attention.key", (d, d), qkv)?,
+                    v: linear("attention.attention.value", (d, d), qkv)?,
+                    o: linear("attention.output.dense", (d, d), true)?,
                     norm_after: norm(&b, "layernorm_after")?,
-                    up: b.linear("intermediate.dense")?,
-                    down: b.linear("output.dense")?,
+                    up: linear("intermediate.dense", (di, d), true)?,
+                    down: linear("output.dense", (d, di), true)?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
         let n_classes = match &head {
             Head::Class(l) | Head::ClassAndDistillation { cls: l, .. } => l.dims()?.0,
         };
-        let labels = (0..n_classes)
-            .map(|i| {
-                cfg.id2label
-                    .get(&i.to_string())
-                    .cloned()
-                    .unwrap_or_else(|| format!("LABEL_{i}"))
-            })
-            .collect();
+        match &head {
+            Head::Class(l) => check_linear(l, "classifier", (n_classes, d), true)?,
+            Head::ClassAndDistillation { cls, distill } => {
+                check_linear(cls, "cls_classifier", (n_classes, d), true)?;
+                check_linear(distill, "distillation_classifier", (n_classes, d), true)?;
+            }
+        }
+        let labels = class_names(&cfg.id2label, n_classes)?;
         let input = processor.output_size(cfg.image_size, cfg.image_size);
         if input != (cfg.image_size, cfg.image_size) {
             return Err(Error::Config(format!(
@@ -420,6 +465,40 @@ impl VisionModel {
             .forward(&self.activation.apply(&block.up.forward(&m)?)?)?;
         Ok((x + m)?)
     }
+}
+
+/// Class names by index from `id2label` (`LABEL_i` when the config has none); the keys must be
+/// the indices 0..classes, one per row of the head.
+fn class_names(
+    id2label: &std::collections::BTreeMap<String, String>,
+    n_classes: usize,
+) -> Result<Vec<String>> {
+    if id2label.is_empty() {
+        return Ok((0..n_classes).map(|i| format!("LABEL_{i}")).collect());
+    }
+    let mut names = vec![None; n_classes];
+    for (key, name) in id2label {
+        match key.parse::<usize>() {
+            Ok(i) if i < n_classes => names[i] = Some(name.clone()),
+            _ => {
+                return Err(Error::Config(format!(
+                    "id2label key {key:?} is not a class index below {n_classes} (the head's rows)"
+                )))
+            }
+        }
+    }
+    names
+        .into_iter()
+        .enumerate()
+        .map(|(i, n)| {
+            n.ok_or_else(|| {
+                Error::Config(format!(
+                    "id2label names {} classes but the head has {n_classes}; class {i} has no name",
+                    id2label.len()
+                ))
+            })
+        })
+        .collect()
 }
 
 fn check_config(cfg: &VisionConfig) -> Result<()> {

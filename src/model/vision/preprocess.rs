@@ -166,6 +166,13 @@ impl ImageProcessor {
             .as_str()
             .or_else(|| v["feature_extractor_type"].as_str())
             .unwrap_or("ViTImageProcessor");
+        // The processor classes whose steps this reproduces (resize, crop, rescale, normalise);
+        // others (ConvNeXt's crop_pct, …) preprocess differently.
+        if !["ViT", "DeiT", "CLIP"].iter().any(|c| class.starts_with(c)) {
+            return Err(Error::Config(format!(
+                "image processor `{class}` is not supported (ViTImageProcessor, DeiTImageProcessor, CLIPImageProcessor)"
+            )));
+        }
         let deit = class.starts_with("DeiT");
         let square = |n: usize| ResizeTo::Exact {
             height: n,
@@ -191,7 +198,7 @@ impl ImageProcessor {
                 match x.as_u64() {
                     Some(n) if n > 0 && n <= 1 << 16 => Ok(n as usize),
                     _ => Err(Error::Config(format!(
-                        "`{key}.{what}` must be a positive pixel count, got {x}"
+                        "`{key}.{what}` must be a pixel count from 1 to 65536, got {x}"
                     ))),
                 }
             };
@@ -328,7 +335,7 @@ impl ImageProcessor {
             let (th, tw) = resize_target(r, h, w);
             if th.saturating_mul(tw) > MAX_RESIZED_PIXELS || th == 0 || tw == 0 {
                 return Err(Error::invalid(format!(
-                    "resizing a {h}×{w} image as configured would make it {th}×{tw} pixels; give images closer to square"
+                    "resizing a {h}×{w} (height × width) image as preprocessor_config.json asks would make it {th}×{tw}, more than 2²⁶ pixels"
                 )));
             }
             data = resample_rgb(&data, w, h, tw, th, self.resample);
@@ -409,6 +416,29 @@ fn resize_target(r: ResizeTo, height: usize, width: usize) -> (usize, usize) {
 /// RGB with 8 bits per channel; transparency is composited onto white with PIL's
 /// `alpha_composite` arithmetic (as transformers' `convert_to_rgb`).
 pub fn to_rgb(image: &DynamicImage) -> RgbImage {
+    // 16 bits per channel as PIL reads them: RGB keeps the high byte; grey becomes PIL's 32-bit
+    // "I" mode, which converts to 8 bits by clipping at 255.
+    match image {
+        DynamicImage::ImageRgb16(img) => {
+            let (w, h) = img.dimensions();
+            let raw = img.as_raw().iter().map(|&v| (v >> 8) as u8).collect();
+            if let Some(out) = RgbImage::from_raw(w, h, raw) {
+                return out;
+            }
+        }
+        DynamicImage::ImageLuma16(img) => {
+            let (w, h) = img.dimensions();
+            let raw = img
+                .as_raw()
+                .iter()
+                .flat_map(|&v| [v.min(255) as u8; 3])
+                .collect();
+            if let Some(out) = RgbImage::from_raw(w, h, raw) {
+                return out;
+            }
+        }
+        _ => {}
+    }
     if !image.color().has_alpha() {
         return image.to_rgb8();
     }
@@ -558,7 +588,7 @@ mod tests {
             .unwrap();
         let thin = DynamicImage::ImageRgb8(RgbImage::new(1, 60_000));
         let e = p.pixel_values(&thin).unwrap_err();
-        assert!(e.to_string().contains("closer to square"), "{e}");
+        assert!(e.to_string().contains("more than 2²⁶ pixels"), "{e}");
         let huge_crop = serde_json::json!({"do_resize": false, "do_center_crop": true,
             "crop_size": {"height": 65536, "width": 65536}});
         let p = ImageProcessor::from_json(&huge_crop).unwrap();
