@@ -58,19 +58,8 @@ fn check(source: ModelSource, gold: &Value, architecture: Architecture) {
         }
     }
     println!("{}: {report:?}", source.describe());
-    assert!(report.entries > 0 && report.topp_checked > 0);
-    assert!(
-        report.max_shannon < TOL,
-        "Shannon differs by {}",
-        report.max_shannon
-    );
-    assert!(
-        report.max_renyi < TOL,
-        "Rényi differs by {}",
-        report.max_renyi
-    );
-    assert_eq!(report.topp_mismatch, 0, "top-p counts differ");
-    assert_eq!(report.top1_mismatch, 0, "top-1 ids differ");
+    assert!(report.entries > 0);
+    report.assert_within(TOL);
     generation_check(&mut prof, gold, 8, TOL);
 }
 

@@ -357,9 +357,8 @@ impl Plan {
         })
     }
 
-    /// The full configuration for `model` and `data`.
-    pub fn resolve(&self, model: &ModelInfo, data: DataIdentity) -> Result<ExperimentConfig> {
-        let spec = self.spec()?;
+    /// The top-p mass and support threshold asked for (validated).
+    fn stat_settings(&self) -> Result<StatSettings> {
         let stats = StatSettings {
             top_p: self.top_p.unwrap_or(crate::lens::stats::DEFAULT_TOP_P),
             support_threshold: self
@@ -367,12 +366,21 @@ impl Plan {
                 .unwrap_or(crate::lens::stats::DEFAULT_SUPPORT_THRESHOLD),
         };
         stats.stat_spec(&[])?.validate()?;
-        let device_kind = self
-            .device
+        Ok(stats)
+    }
+
+    /// `cpu` or `cuda`: what the numbers depend on (not the device index).
+    fn device_kind(&self) -> String {
+        self.device
             .split(':')
             .next()
             .unwrap_or("cpu")
-            .to_ascii_lowercase();
+            .to_ascii_lowercase()
+    }
+
+    /// The full configuration for `model` and `data`.
+    pub fn resolve(&self, model: &ModelInfo, data: DataIdentity) -> Result<ExperimentConfig> {
+        let spec = self.spec()?;
         Ok(ExperimentConfig {
             spec,
             protocol: self.protocol,
@@ -384,11 +392,44 @@ impl Plan {
                 n_layers: model.n_layers,
                 dtype: model.dtype.as_str().to_string(),
             },
-            device: device_kind,
+            device: self.device_kind(),
             data,
             seed: self.seed,
             generation: self.generation()?,
-            stats,
+            stats: self.stat_settings()?,
+            crate_version: CRATE_VERSION.to_string(),
+        })
+    }
+
+    /// The configuration of a run over several models (family, vit): its model identity names
+    /// the list (`N-models`, the sha256 of the comma-joined names), not one set of weights.
+    pub(crate) fn resolve_several(
+        &self,
+        spec: ExperimentSpec,
+        names: &[&str],
+        architecture: &str,
+        data: DataIdentity,
+        generation: Generation,
+    ) -> Result<ExperimentConfig> {
+        Ok(ExperimentConfig {
+            spec,
+            protocol: self.protocol,
+            scale: self.scale,
+            model: ModelIdentity {
+                name: format!("{}-models", names.len()),
+                sha256: format!("{:x}", Sha256::digest(names.join(",").as_bytes())),
+                architecture: architecture.into(),
+                n_layers: 0,
+                dtype: self
+                    .dtype
+                    .map(|d| d.as_str().to_string())
+                    .unwrap_or_default(),
+            },
+            device: self.device_kind(),
+            data,
+            seed: self.seed,
+            generation,
+            stats: self.stat_settings()?,
             crate_version: CRATE_VERSION.to_string(),
         })
     }

@@ -24,19 +24,19 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::common::{FeatureLayout, Features, Scatter2d};
-use super::config::{
-    ExperimentConfig, Generation, ModelIdentity, Plan, Protocol, Scale, StatSettings,
-};
+use super::config::{ExperimentConfig, Generation, Plan, Protocol, Scale};
 use super::data::DataIdentity;
-use super::progress::{format_secs, Progress};
-use super::run::{default_out_dir, pending, Pending, RunOptions, RunSummary};
+use super::progress::Progress;
+use super::run::{
+    check_same_weights, conclude, default_out_dir, pending, Pending, RunOptions, RunSummary,
+};
 use super::store::{OutputDir, Record, RunContext, WorkItem};
 use crate::analysis::{repeated_split_f1, tsne, Labels, Table, TsneConfig};
 use crate::error::{Error, Result};
 use crate::model::registry;
 use crate::model::{load, parse_device, Architecture, LoadOptions, ModelSource};
 use crate::plots::{depth_normalized, profile_bands, projection_scatter, Band, Chart};
-use crate::profile::{depth_normalize, provenance::CRATE_VERSION};
+use crate::profile::depth_normalize;
 use crate::runner::{device_name, ProfileRequest, Profiler, Sampling};
 
 /// Points of the relative-depth axis the profiles are interpolated to.
@@ -254,59 +254,29 @@ pub fn items(spec: &FamilySpec) -> Vec<WorkItem> {
 pub fn resolve(plan: &Plan) -> Result<ExperimentConfig> {
     let spec = FamilySpec::new(plan)?;
     let names: Vec<&str> = spec.models.iter().map(|m| m.name.as_str()).collect();
-    let joined = names.join(",");
-    let stats = StatSettings {
-        top_p: plan.top_p.unwrap_or(crate::lens::stats::DEFAULT_TOP_P),
-        support_threshold: plan
-            .support_threshold
-            .unwrap_or(crate::lens::stats::DEFAULT_SUPPORT_THRESHOLD),
-    };
-    stats.stat_spec(&[])?;
     let temperature = plan.temperature.unwrap_or(0.7);
     if !(temperature >= 0.0 && temperature.is_finite()) {
         return Err(Error::invalid(format!(
             "temperature must be a finite number ≥ 0, got {temperature}"
         )));
     }
-    Ok(ExperimentConfig {
-        spec: super::ExperimentSpec::Family(spec.clone()),
-        protocol: plan.protocol,
-        scale: plan.scale,
-        model: ModelIdentity {
-            name: format!("{}-models", spec.models.len()),
-            sha256: Sha256::digest(joined.as_bytes())
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect(),
-            architecture: "several".into(),
-            n_layers: 0,
-            dtype: plan
-                .dtype
-                .map(|d| d.as_str().to_string())
-                .unwrap_or_default(),
-        },
-        device: plan
-            .device
-            .split(':')
-            .next()
-            .unwrap_or("cpu")
-            .to_ascii_lowercase(),
-        data: DataIdentity {
+    plan.resolve_several(
+        super::ExperimentSpec::Family(spec.clone()),
+        &names,
+        "several",
+        DataIdentity {
             dataset: "blank".into(),
             sha256: format!("{:x}", Sha256::digest(b"")),
             records: 0,
         },
-        seed: plan.seed,
-        generation: Generation {
+        Generation {
             chat: false,
             add_bos: true,
             ignore_eos: true,
             temperature,
             sample_top_p: plan.sample_top_p,
         },
-        stats,
-        crate_version: CRATE_VERSION.to_string(),
-    })
+    )
 }
 
 /// Runs (or resumes) a family experiment: each model with items left is loaded in turn.
@@ -361,21 +331,7 @@ pub fn run(plan: &Plan, opts: &RunOptions) -> Result<RunSummary> {
             },
         )
         .map_err(|e| Error::invalid(format!("model {} ({source}): {e}", m.name)))?;
-        let sha = loaded.model.info().sha256.clone();
-        if let Some(r) = done.iter().find(|r| {
-            r.label_model() == m.name
-                && r.profile
-                    .provenance
-                    .as_ref()
-                    .is_some_and(|p| p.model_sha256 != sha)
-        }) {
-            return Err(Error::invalid(format!(
-                "{}: record {} was made with other weights for {} (sha256 differs); use a new --out",
-                dir.display(),
-                r.id,
-                m.name
-            )));
-        }
+        check_same_weights(&done, &m.name, &loaded.model.info().sha256, &dir)?;
         let family = family_of(loaded.model.info().architecture);
         let mut profiler = Profiler::new(loaded, cfg.stats.stat_spec(&[])?)?;
         let bos = profiler.tokenizer.bos_token_id();
@@ -411,26 +367,7 @@ pub fn run(plan: &Plan, opts: &RunOptions) -> Result<RunSummary> {
         }
     }
     progress.finish();
-    let seconds = start.elapsed().as_secs_f64();
-    if !todo.is_empty() {
-        out.log(&format!(
-            "profiled {} items in {}",
-            todo.len(),
-            format_secs(seconds)
-        ))?;
-    }
-    let outcome = match opts.shard.filter(|s| !s.is_whole()) {
-        Some(_) => None,
-        None => Some(super::finish(&dir)?),
-    };
-    Ok(RunSummary {
-        dir,
-        config: cfg,
-        ran: todo.len(),
-        resumed: mine.len() - todo.len(),
-        seconds,
-        outcome,
-    })
+    conclude(&out, dir, cfg, opts.shard, (todo.len(), mine.len()), start)
 }
 
 impl Record {

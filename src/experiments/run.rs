@@ -156,6 +156,62 @@ pub(super) fn pending<'a>(
     })
 }
 
+/// Ends a run: logs the time spent on the items run now, finishes the folder unless it holds
+/// one shard only, and sums up.
+pub(super) fn conclude(
+    out: &OutputDir,
+    dir: PathBuf,
+    config: ExperimentConfig,
+    shard: Option<Shard>,
+    (ran, mine): (usize, usize),
+    start: Instant,
+) -> Result<RunSummary> {
+    let seconds = start.elapsed().as_secs_f64();
+    if ran > 0 {
+        out.log(&format!(
+            "profiled {ran} items in {} ({:.3} items/s)",
+            format_secs(seconds),
+            ran as f64 / seconds.max(1e-9)
+        ))?;
+    }
+    let outcome = match shard.filter(|s| !s.is_whole()) {
+        Some(_) => None,
+        None => Some(finish(&dir)?),
+    };
+    Ok(RunSummary {
+        dir,
+        config,
+        ran,
+        resumed: mine - ran,
+        seconds,
+        outcome,
+    })
+}
+
+/// Refuses to resume a several-model run (family, vit) whose records for `model` were made with
+/// other weights than those now loaded.
+pub(super) fn check_same_weights(
+    done: &[Record],
+    model: &str,
+    sha256: &str,
+    dir: &Path,
+) -> Result<()> {
+    if let Some(r) = done.iter().find(|r| {
+        r.meta.get("model").and_then(|v| v.as_str()) == Some(model)
+            && r.profile
+                .provenance
+                .as_ref()
+                .is_some_and(|p| p.model_sha256 != sha256)
+    }) {
+        return Err(Error::invalid(format!(
+            "{}: record {} was made with other weights for {model} (sha256 differs); use a new --out",
+            dir.display(),
+            r.id
+        )));
+    }
+    Ok(())
+}
+
 /// Runs (or resumes) the experiment `plan` and, when the folder holds every item, finishes it.
 pub fn run(plan: &Plan, opts: &RunOptions) -> Result<RunSummary> {
     plan.spec()?; // bad sizes fail before anything is loaded
@@ -276,25 +332,5 @@ pub fn run(plan: &Plan, opts: &RunOptions) -> Result<RunSummary> {
         progress.inc(records.len());
     }
     progress.finish();
-    let seconds = start.elapsed().as_secs_f64();
-    if !todo.is_empty() {
-        out.log(&format!(
-            "profiled {} items in {} ({:.3} items/s)",
-            todo.len(),
-            format_secs(seconds),
-            todo.len() as f64 / seconds.max(1e-9)
-        ))?;
-    }
-    let outcome = match opts.shard.filter(|s| !s.is_whole()) {
-        Some(_) => None,
-        None => Some(finish(&dir)?),
-    };
-    Ok(RunSummary {
-        dir,
-        config: cfg,
-        ran: todo.len(),
-        resumed: mine.len() - todo.len(),
-        seconds,
-        outcome,
-    })
+    conclude(&out, dir, cfg, opts.shard, (todo.len(), mine.len()), start)
 }

@@ -24,11 +24,13 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::common::{FeatureLayout, Features};
-use super::config::{ExperimentConfig, Generation, ModelIdentity, Plan, Scale, StatSettings};
+use super::config::{ExperimentConfig, Generation, Plan, Scale};
 use super::data::DataIdentity;
 use super::family::{describe_model, f1, mean_std_rows, zscore, DEPTH_POINTS};
-use super::progress::{format_secs, Progress};
-use super::run::{default_out_dir, pending, Pending, RunOptions, RunSummary};
+use super::progress::Progress;
+use super::run::{
+    check_same_weights, conclude, default_out_dir, pending, Pending, RunOptions, RunSummary,
+};
 use super::store::{OutputDir, Record, RunContext, WorkItem};
 use crate::analysis::Table;
 use crate::data::images::{decode_image, labeled_images, read_image, synthetic_image};
@@ -36,7 +38,7 @@ use crate::error::{Error, Result};
 use crate::model::vision::{is_vision_source, load_vision};
 use crate::model::{parse_device, LoadOptions, ModelSource};
 use crate::plots::{depth_normalized, depth_profile_bands, Band, Chart};
-use crate::profile::{depth_normalize, provenance::CRATE_VERSION};
+use crate::profile::depth_normalize;
 use crate::runner::device_name;
 use crate::vision::ImageProfiler;
 
@@ -278,50 +280,20 @@ pub fn items(spec: &VitSpec, set: &ImageSet) -> Vec<WorkItem> {
 
 /// The configuration of a vit run (no single model: the identity names the list).
 pub fn resolve(plan: &Plan, spec: &VitSpec, set: &ImageSet) -> Result<ExperimentConfig> {
-    if plan.model.is_some() {
-        return Err(Error::invalid(
-            "vit compares several models: list them with --models a,b,... (not --model)",
-        ));
-    }
-    let stats = StatSettings {
-        top_p: plan.top_p.unwrap_or(crate::lens::stats::DEFAULT_TOP_P),
-        support_threshold: plan
-            .support_threshold
-            .unwrap_or(crate::lens::stats::DEFAULT_SUPPORT_THRESHOLD),
-    };
-    stats.stat_spec(&[])?;
-    Ok(ExperimentConfig {
-        spec: super::ExperimentSpec::Vit(spec.clone()),
-        protocol: plan.protocol,
-        scale: plan.scale,
-        model: ModelIdentity {
-            name: format!("{}-models", spec.models.len()),
-            sha256: format!("{:x}", Sha256::digest(spec.models.join(",").as_bytes())),
-            architecture: "vision".into(),
-            n_layers: 0,
-            dtype: plan
-                .dtype
-                .map(|d| d.as_str().to_string())
-                .unwrap_or_default(),
-        },
-        device: plan
-            .device
-            .split(':')
-            .next()
-            .unwrap_or("cpu")
-            .to_ascii_lowercase(),
-        data: set.identity.clone(),
-        seed: plan.seed,
-        generation: Generation {
+    let names: Vec<&str> = spec.models.iter().map(String::as_str).collect();
+    plan.resolve_several(
+        super::ExperimentSpec::Vit(spec.clone()),
+        &names,
+        "vision",
+        set.identity.clone(),
+        Generation {
             chat: false,
             add_bos: false,
             ignore_eos: false,
             temperature: 0.0,
             sample_top_p: None,
         },
-        stats,
-        crate_version: CRATE_VERSION.to_string(),
-    })
+    )
 }
 
 /// Runs (or resumes) a vit experiment: each model with items left is loaded in turn, and its
@@ -411,20 +383,7 @@ pub fn run(plan: &Plan, opts: &RunOptions) -> Result<RunSummary> {
             },
         )
         .map_err(|e| Error::invalid(format!("model {name} ({source}): {e}")))?;
-        let sha = model.info().sha256.clone();
-        if let Some(r) = done.iter().find(|r| {
-            r.meta.get("model").and_then(|v| v.as_str()) == Some(name.as_str())
-                && r.profile
-                    .provenance
-                    .as_ref()
-                    .is_some_and(|p| p.model_sha256 != sha)
-        }) {
-            return Err(Error::invalid(format!(
-                "{}: record {} was made with other weights for {name} (sha256 differs); use a new --out",
-                dir.display(),
-                r.id
-            )));
-        }
+        check_same_weights(&done, name, &model.info().sha256, &dir)?;
         if model.info().n_layers < 2 {
             return Err(Error::invalid(format!(
                 "model {name} has {} block; profiles on a relative-depth axis need at least 2",
@@ -460,26 +419,7 @@ pub fn run(plan: &Plan, opts: &RunOptions) -> Result<RunSummary> {
         }
     }
     progress.finish();
-    let seconds = start.elapsed().as_secs_f64();
-    if !todo.is_empty() {
-        out.log(&format!(
-            "profiled {} items in {}",
-            todo.len(),
-            format_secs(seconds)
-        ))?;
-    }
-    let outcome = match opts.shard.filter(|s| !s.is_whole()) {
-        Some(_) => None,
-        None => Some(super::finish(&dir)?),
-    };
-    Ok(RunSummary {
-        dir,
-        config: cfg,
-        ran: todo.len(),
-        resumed: mine.len() - todo.len(),
-        seconds,
-        outcome,
-    })
+    conclude(&out, dir, cfg, opts.shard, (todo.len(), mine.len()), start)
 }
 
 /// `deit` or `vit`: DeiT checkpoints without distillation (facebook/deit-*-patch16-224) are

@@ -20,6 +20,19 @@ pub struct Report {
 }
 
 impl Report {
+    /// Entropies within `tol` nats, some top-p counts checked and all equal, top-1 all equal.
+    pub fn assert_within(&self, tol: f64) {
+        assert!(self.topp_checked > 0, "no top-p count was checked");
+        assert!(
+            self.max_shannon < tol,
+            "Shannon differs by {}",
+            self.max_shannon
+        );
+        assert!(self.max_renyi < tol, "Rényi differs by {}", self.max_renyi);
+        assert_eq!(self.topp_mismatch, 0, "top-p counts differ");
+        assert_eq!(self.top1_mismatch, 0, "top-1 ids differ");
+    }
+
     /// Compares one distribution (our per-layer values vs the reference at that layer).
     fn compare(
         &mut self,
