@@ -298,7 +298,14 @@ impl Attention {
         let n = &spec.names;
         let qkv = match &n.qkv {
             QkvNames::Separate { q, k, v } => {
-                Qkv::Separate(spec.linear(w, q)?, spec.linear(w, k)?, spec.linear(w, v)?)
+                let parts = [spec.linear(w, q)?, spec.linear(w, k)?, spec.linear(w, v)?];
+                match Linear::stack(&parts)? {
+                    Some(qkv) => Qkv::Fused(qkv),
+                    None => {
+                        let [q, k, v] = parts;
+                        Qkv::Separate(q, k, v)
+                    }
+                }
             }
             QkvNames::Fused(name) => Qkv::Fused(spec.linear(w, name)?),
             QkvNames::FusedPerHead(name) => Qkv::FusedPerHead(spec.linear(w, name)?),
@@ -412,11 +419,17 @@ struct FeedForward {
 impl FeedForward {
     fn new(spec: &DecoderSpec, w: &Weights) -> Result<Self> {
         let mlp = match &spec.names.mlp {
-            MlpNames::Gated { gate, up, down } => Mlp::Gated {
-                gate: spec.linear(w, gate)?,
-                up: spec.linear(w, up)?,
-                down: spec.linear(w, down)?,
-            },
+            MlpNames::Gated { gate, up, down } => {
+                let parts = [spec.linear(w, gate)?, spec.linear(w, up)?];
+                let down = spec.linear(w, down)?;
+                match Linear::stack(&parts)? {
+                    Some(gate_up) => Mlp::GatedFused { gate_up, down },
+                    None => {
+                        let [gate, up] = parts;
+                        Mlp::Gated { gate, up, down }
+                    }
+                }
+            }
             MlpNames::GatedFused { gate_up, down } => Mlp::GatedFused {
                 gate_up: spec.linear(w, gate_up)?,
                 down: spec.linear(w, down)?,

@@ -271,7 +271,8 @@ impl SendPtr {
 }
 
 /// `out = x Wᵀ` for many activation rows: tiles of weight rows are dequantized into L2-sized
-/// buffers and multiplied with `gemm`'s micro-kernels; tiles in parallel.
+/// buffers and multiplied with the few-row kernel (up to [`super::gemv::max_rows`] rows, with
+/// AVX-512) or `gemm`'s micro-kernels; tiles in parallel.
 fn tiled<T: GgmlType>(data: &[u8], n: usize, k: usize, xs: &[f32], m: usize) -> Option<Vec<f32>> {
     if !k.is_multiple_of(T::BLCK_SIZE) {
         return None;
@@ -282,6 +283,8 @@ fn tiled<T: GgmlType>(data: &[u8], n: usize, k: usize, xs: &[f32], m: usize) -> 
         return None;
     }
     let tile = (TILE_ELEMS / k).clamp(8, 256);
+    // For a few dozen rows the few-row kernel beats gemm's packing (see `gemv`).
+    let wide = super::gemv::wide::available() && m <= super::gemv::max_rows();
     let mut out = vec![0f32; m * n];
     let dst = SendPtr(out.as_mut_ptr());
     (0..n.div_ceil(tile)).into_par_iter().for_each_init(
@@ -293,6 +296,14 @@ fn tiled<T: GgmlType>(data: &[u8], n: usize, k: usize, xs: &[f32], m: usize) -> 
                 &w[j0 * per_row..(j0 + rows) * per_row],
                 &mut buf[..rows * k],
             );
+            if wide {
+                // SAFETY: the wide kernel is available; this task writes columns j0..j0 + rows
+                // of every row of dst (row stride n), which no other task touches.
+                unsafe {
+                    super::gemv::wide::columns_into(&buf[..rows * k], k, xs, m, dst.at(j0), n)
+                };
+                return;
+            }
             // SAFETY: dst has m × n elements; this task writes columns j0..j0 + rows of every
             // row (row stride n), which no other task touches. lhs is [m, k] row-major and
             // rhs(kk, c) = buf[c·k + kk] is the transpose of the [rows, k] tile.
@@ -351,7 +362,7 @@ mod tests {
             let w = Tensor::from_vec(pseudo(n * k, 7), (n, k), &Device::Cpu).unwrap();
             let q = QTensor::quantize(&w, dtype).unwrap();
             let wd = q.dequantize(&Device::Cpu).unwrap();
-            for m in [1, 3, 4, 5, 40] {
+            for m in [1, 3, 4, 5, 40, 150] {
                 let mut x = pseudo(m * k, 11 + m as u32);
                 x[5] = 3.0e4; // a massive activation, as in real residual streams
                 let x = Tensor::from_vec(x, (m, k), &Device::Cpu).unwrap();

@@ -23,7 +23,8 @@ use crate::error::{Error, Result};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum WeightDType {
-    /// Keep the GGUF quantization (fast to load, small; matmuls quantize activations to 8 bits).
+    /// Keep the GGUF quantization (fast to load, small; products decode the weights on the fly and
+    /// keep activations in f32, see `model/qmatmul.rs`).
     #[default]
     Quantized,
     F32,
@@ -115,6 +116,85 @@ impl Linear {
         }
     }
 
+    /// One layer whose output is the outputs of `parts` side by side (`[x W₁ᵀ, x W₂ᵀ, …]`), so
+    /// that projections reading the same input (q, k, v; gate, up) are one product: when
+    /// decoding, each product is a parallel pass over its weights whose start-up cost is paid
+    /// per call. Every output is computed as before (row by row), so results do not change.
+    /// `None` when the parts cannot share one matrix (storage kinds, dtypes or devices differ).
+    pub(crate) fn stack(parts: &[Linear]) -> candle_core::Result<Option<Linear>> {
+        let Some(first) = parts.first() else {
+            return Ok(None);
+        };
+        let weight = match &first.weight {
+            Matrix::Dense(w0) => {
+                let mut ws = Vec::with_capacity(parts.len());
+                for p in parts {
+                    match &p.weight {
+                        Matrix::Dense(w)
+                            if w.dtype() == w0.dtype()
+                                && w.device().same_device(w0.device())
+                                && w.dim(1)? == w0.dim(1)? =>
+                        {
+                            ws.push(w.clone())
+                        }
+                        _ => return Ok(None),
+                    }
+                }
+                Matrix::Dense(Tensor::cat(&ws, 0)?)
+            }
+            Matrix::Quantized(q0) => {
+                let (_, k) = q0.shape().dims2()?;
+                if !matches!(q0.device(), Device::Cpu) {
+                    return Ok(None);
+                }
+                let (mut bytes, mut rows) = (Vec::new(), 0);
+                for p in parts {
+                    match &p.weight {
+                        Matrix::Quantized(q) if q.dtype() == q0.dtype() => {
+                            let (n, kq) = q.shape().dims2()?;
+                            if kq != k || !matches!(q.device(), Device::Cpu) {
+                                return Ok(None);
+                            }
+                            bytes.extend_from_slice(&q.data()?);
+                            rows += n;
+                        }
+                        _ => return Ok(None),
+                    }
+                }
+                // Rows are whole blocks, so a row-wise concatenation of the bytes is the
+                // stacked matrix.
+                let storage = candle_core::quantized::QStorage::from_data(
+                    std::borrow::Cow::Owned(bytes),
+                    &Device::Cpu,
+                    q0.dtype(),
+                )?;
+                Matrix::Quantized(Arc::new(QTensor::new(storage, (rows, k))?))
+            }
+        };
+        let bias = if parts.iter().all(|p| p.bias.is_none()) {
+            None
+        } else {
+            // A missing bias is a zero one: adding 0 leaves every output unchanged.
+            let mut bs = Vec::with_capacity(parts.len());
+            for p in parts {
+                let (n, _) = p.dims()?;
+                bs.push(match &p.bias {
+                    Some(b) => b.to_dtype(DType::F32)?,
+                    None => Tensor::zeros(n, DType::F32, &first.weight_device())?,
+                });
+            }
+            Some(Tensor::cat(&bs, 0)?)
+        };
+        Ok(Some(Linear { weight, bias }))
+    }
+
+    fn weight_device(&self) -> Device {
+        match &self.weight {
+            Matrix::Quantized(q) => q.device(),
+            Matrix::Dense(t) => t.device().clone(),
+        }
+    }
+
     /// Whether the checkpoint gave this layer a bias.
     pub fn has_bias(&self) -> bool {
         self.bias.is_some()
@@ -145,7 +225,7 @@ fn few_rows_f32(
     rows: usize,
     inner: usize,
 ) -> candle_core::Result<Option<Tensor>> {
-    if rows > super::gemv::MAX_ROWS
+    if rows > super::gemv::max_rows()
         || w.dtype() != DType::F32
         || x.dtype() != DType::F32
         || !matches!(w.device(), Device::Cpu)
