@@ -68,6 +68,14 @@ fn cpu_product(
     m: usize,
 ) -> Option<Vec<f32>> {
     if m <= ROW_DOT_MAX_M {
+        #[cfg(target_arch = "x86_64")]
+        if wide::available() {
+            match dtype {
+                GgmlDType::Q4_1 => return wide::row_dot(wide::Kind::Q4_1, data, n, k, xs, m),
+                GgmlDType::Q8_0 => return wide::row_dot(wide::Kind::Q8_0, data, n, k, xs, m),
+                _ => {}
+            }
+        }
         // Byte-level decoders for the common types; candle's `to_float` for the others.
         match dtype {
             GgmlDType::Q4_1 => return row_dot::<Q4_1>(data, n, k, xs, m),
@@ -255,6 +263,143 @@ fn row_dot_one_generic<D: Decode>(w: &[u8], xs: &[f32], k: usize, out: &mut [f32
     }
 }
 
+/// AVX-512 row products for the two formats of the offline models (Q4_1: SmolLM2's blocks;
+/// Q8_0): 16 weights per vector, each dequantized as `to_float` does (`q·d + m`, rounded after
+/// the product and after the sum), then multiplied with up to [`ROW_DOT_MAX_M`] activation rows.
+#[cfg(target_arch = "x86_64")]
+mod wide {
+    use std::arch::x86_64::*;
+
+    #[derive(Clone, Copy)]
+    pub(super) enum Kind {
+        Q4_1,
+        Q8_0,
+    }
+
+    pub(super) fn available() -> bool {
+        super::super::gemv::wide::available() && std::arch::is_x86_feature_detected!("f16c")
+    }
+
+    /// As [`super::row_dot`] for the two formats; the caller checked [`available`].
+    pub(super) fn row_dot(
+        kind: Kind,
+        data: &[u8],
+        n: usize,
+        k: usize,
+        xs: &[f32],
+        m: usize,
+    ) -> Option<Vec<f32>> {
+        let bytes = match kind {
+            Kind::Q4_1 => 20,
+            Kind::Q8_0 => 34,
+        };
+        if !k.is_multiple_of(32)
+            || data.len() != n * (k / 32) * bytes
+            || xs.len() != m * k
+            || m == 0
+            || m > super::ROW_DOT_MAX_M
+        {
+            return None;
+        }
+        let row_bytes = (k / 32) * bytes;
+        Some(super::super::gemv::by_weight_rows(
+            n,
+            m,
+            super::ROWS_PER_TASK,
+            |j, out| {
+                let w = &data[j * row_bytes..(j + 1) * row_bytes];
+                // SAFETY: the CPU has the features (caller); w holds k / 32 whole blocks and xs
+                // m rows of k (checked above), out has m entries.
+                unsafe {
+                    match (kind, m) {
+                        (Kind::Q4_1, 1) => row::<1, true>(w, xs, k, out),
+                        (Kind::Q4_1, 2) => row::<2, true>(w, xs, k, out),
+                        (Kind::Q4_1, 3) => row::<3, true>(w, xs, k, out),
+                        (Kind::Q4_1, _) => row::<4, true>(w, xs, k, out),
+                        (Kind::Q8_0, 1) => row::<1, false>(w, xs, k, out),
+                        (Kind::Q8_0, 2) => row::<2, false>(w, xs, k, out),
+                        (Kind::Q8_0, 3) => row::<3, false>(w, xs, k, out),
+                        (Kind::Q8_0, _) => row::<4, false>(w, xs, k, out),
+                    }
+                }
+            },
+        ))
+    }
+
+    /// Block `b` of a row (Q4_1 if `Q4`, else Q8_0) as two vectors of 16 weights.
+    #[inline(always)]
+    unsafe fn decode<const Q4: bool>(w: *const u8, b: usize) -> (__m512, __m512) {
+        if Q4 {
+            let p = w.add(b * 20);
+            // d and m: two f16 at the start of the block.
+            let dm = _mm_cvtph_ps(_mm_cvtsi32_si128(p.cast::<i32>().read_unaligned()));
+            let d = _mm512_broadcastss_ps(dm);
+            let mn = _mm512_broadcastss_ps(_mm_shuffle_ps::<1>(dm, dm));
+            let nibble = _mm_set1_epi8(0x0F);
+            let qs = _mm_loadu_si128(p.add(4).cast());
+            let q_lo = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(qs, nibble)));
+            let q_hi = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(
+                _mm_srli_epi16::<4>(qs),
+                nibble,
+            )));
+            (
+                _mm512_add_ps(_mm512_mul_ps(q_lo, d), mn),
+                _mm512_add_ps(_mm512_mul_ps(q_hi, d), mn),
+            )
+        } else {
+            let p = w.add(b * 34);
+            let d = _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(
+                p.cast::<u16>().read_unaligned(),
+            )));
+            let d = _mm512_broadcastss_ps(d);
+            let q0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(2).cast())));
+            let q1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(18).cast())));
+            (_mm512_mul_ps(q0, d), _mm512_mul_ps(q1, d))
+        }
+    }
+
+    /// One weight row (k / 32 blocks of Q4_1 if `Q4`, else Q8_0) against M activation rows.
+    #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw,f16c")]
+    #[allow(clippy::needless_range_loop)] // constant bounds: unrolled into registers
+    unsafe fn row<const M: usize, const Q4: bool>(w: &[u8], xs: &[f32], k: usize, out: &mut [f32]) {
+        let mut acc = [_mm512_setzero_ps(); 8];
+        for b in 0..k / 32 {
+            let (lo, hi) = decode::<Q4>(w.as_ptr(), b);
+            for r in 0..M {
+                let x = xs.as_ptr().add(r * k + b * 32);
+                acc[2 * r] = _mm512_fmadd_ps(lo, _mm512_loadu_ps(x), acc[2 * r]);
+                acc[2 * r + 1] = _mm512_fmadd_ps(hi, _mm512_loadu_ps(x.add(16)), acc[2 * r + 1]);
+            }
+        }
+        for r in 0..M {
+            out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[2 * r], acc[2 * r + 1]));
+        }
+    }
+
+    /// Dequantizes whole blocks (`out.len()` / 32 of them) into `out`, as `to_float` does.
+    ///
+    /// # Safety
+    /// [`available`] returned true and `w` holds at least `out.len() / 32` blocks.
+    pub(super) unsafe fn dequantize(kind: Kind, w: &[u8], out: &mut [f32]) {
+        // SAFETY: as the caller promised.
+        unsafe {
+            match kind {
+                Kind::Q4_1 => dequantize_blocks::<true>(w, out),
+                Kind::Q8_0 => dequantize_blocks::<false>(w, out),
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw,f16c")]
+    unsafe fn dequantize_blocks<const Q4: bool>(w: &[u8], out: &mut [f32]) {
+        for b in 0..out.len() / 32 {
+            let (lo, hi) = decode::<Q4>(w.as_ptr(), b);
+            _mm512_storeu_ps(out.as_mut_ptr().add(b * 32), lo);
+            _mm512_storeu_ps(out.as_mut_ptr().add(b * 32 + 16), hi);
+        }
+    }
+}
+
 /// A raw pointer that may cross threads: every task writes its own columns.
 #[derive(Clone, Copy)]
 struct SendPtr(*mut f32);
@@ -285,6 +430,14 @@ fn tiled<T: GgmlType>(data: &[u8], n: usize, k: usize, xs: &[f32], m: usize) -> 
     let tile = (TILE_ELEMS / k).clamp(8, 256);
     // For a few dozen rows the few-row kernel beats gemm's packing (see `gemv`).
     let wide = super::gemv::wide::available() && m <= super::gemv::max_rows();
+    #[cfg(target_arch = "x86_64")]
+    let fast_decode = match (T::DTYPE, std::mem::size_of::<T>()) {
+        (GgmlDType::Q4_1, 20) if wide::available() => Some(wide::Kind::Q4_1),
+        (GgmlDType::Q8_0, 34) if wide::available() => Some(wide::Kind::Q8_0),
+        _ => None,
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let fast_decode: Option<()> = None;
     let mut out = vec![0f32; m * n];
     let dst = SendPtr(out.as_mut_ptr());
     (0..n.div_ceil(tile)).into_par_iter().for_each_init(
@@ -292,10 +445,23 @@ fn tiled<T: GgmlType>(data: &[u8], n: usize, k: usize, xs: &[f32], m: usize) -> 
         |buf, t| {
             let j0 = t * tile;
             let rows = tile.min(n - j0);
-            T::to_float(
-                &w[j0 * per_row..(j0 + rows) * per_row],
-                &mut buf[..rows * k],
-            );
+            let blocks = &w[j0 * per_row..(j0 + rows) * per_row];
+            match fast_decode {
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: the CPU has the features; `blocks` holds rows · k / 32 whole blocks
+                // of the format (T's size was checked against its bytes per block).
+                Some(kind) => unsafe {
+                    wide::dequantize(
+                        kind,
+                        std::slice::from_raw_parts(
+                            blocks.as_ptr().cast::<u8>(),
+                            std::mem::size_of_val(blocks),
+                        ),
+                        &mut buf[..rows * k],
+                    )
+                },
+                _ => T::to_float(blocks, &mut buf[..rows * k]),
+            }
             if wide {
                 // SAFETY: the wide kernel is available; this task writes columns j0..j0 + rows
                 // of every row of dst (row stride n), which no other task touches.
@@ -387,6 +553,22 @@ mod tests {
                     diff <= 1e-5 * scale,
                     "{dtype:?} m={m}: {diff} vs scale {scale}"
                 );
+                // The portable byte decoders too, which the AVX-512 path replaces where present.
+                if m <= ROW_DOT_MAX_M {
+                    let data = q.data().unwrap();
+                    let xs = x.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+                    let portable = match dtype {
+                        GgmlDType::Q4_1 => row_dot::<Q4_1>(&data, n, k, &xs, m),
+                        GgmlDType::Q8_0 => row_dot::<Q8_0>(&data, n, k, &xs, m),
+                        GgmlDType::Q5_0 => row_dot::<Q5_0>(&data, n, k, &xs, m),
+                        _ => continue,
+                    }
+                    .unwrap();
+                    let reference = reference.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+                    for (a, b) in portable.iter().zip(&reference) {
+                        assert!((a - b).abs() <= 1e-5 * scale, "{dtype:?} m={m} portable");
+                    }
+                }
             }
         }
     }
