@@ -299,7 +299,21 @@ impl Attention {
         let qkv = match &n.qkv {
             QkvNames::Separate { q, k, v } => {
                 let parts = [spec.linear(w, q)?, spec.linear(w, k)?, spec.linear(w, v)?];
-                match Linear::stack(&parts)? {
+                // Stacked only when each part has the rows the split in `project` expects;
+                // otherwise the parts stay apart and a wrong shape fails there, loudly.
+                let (h, kv) = (
+                    spec.n_heads * spec.head_dim,
+                    spec.n_kv_heads * spec.head_dim,
+                );
+                let fits = [h, kv, kv]
+                    .iter()
+                    .zip(&parts)
+                    .map(|(&rows, p)| Ok::<_, Error>(p.dims()?.0 == rows))
+                    .collect::<Result<Vec<_>>>()?
+                    .into_iter()
+                    .all(|f| f);
+                let stacked = if fits { Linear::stack(&parts)? } else { None };
+                match stacked {
                     Some(qkv) => Qkv::Fused(qkv),
                     None => {
                         let [q, k, v] = parts;
@@ -422,7 +436,13 @@ impl FeedForward {
             MlpNames::Gated { gate, up, down } => {
                 let parts = [spec.linear(w, gate)?, spec.linear(w, up)?];
                 let down = spec.linear(w, down)?;
-                match Linear::stack(&parts)? {
+                // `GatedFused` splits the output in two halves: gate and up must match.
+                let stacked = if parts[0].dims()? == parts[1].dims()? {
+                    Linear::stack(&parts)?
+                } else {
+                    None
+                };
+                match stacked {
                     Some(gate_up) => Mlp::GatedFused { gate_up, down },
                     None => {
                         let [gate, up] = parts;

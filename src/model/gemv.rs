@@ -225,8 +225,7 @@ pub(super) mod wide {
     }
 
     /// `out[r·ld + i] = x_r · w_i` for i < nw ≤ 4, r < nx ≤ 6, rows of stride k; the first pass
-    /// over these weight rows prefetches the next ones (a prefetch never faults, past the end
-    /// included).
+    /// over these weight rows prefetches the next ones.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw")]
     unsafe fn tile(
@@ -289,9 +288,11 @@ pub(super) mod wide {
             }
             if PREFETCH {
                 // The next group's rows (contiguous after these): rows of a few cache lines are
-                // too short for the hardware prefetcher to reach memory speed on its own.
+                // too short for the hardware prefetcher to reach memory speed on its own. Past
+                // the last rows the address leaves the slice: `wrapping_add` forms it without the
+                // in-bounds promise of `add`, and a prefetch never faults.
                 for i in 0..NW {
-                    _mm_prefetch::<_MM_HINT_T0>(w.add((NW + i) * k + c) as *const i8);
+                    _mm_prefetch::<_MM_HINT_T0>(w.wrapping_add((NW + i) * k + c).cast::<i8>());
                 }
             }
             for r in 0..NX {

@@ -224,7 +224,9 @@ fn row_dot<D: Decode>(data: &[u8], n: usize, k: usize, xs: &[f32], m: usize) -> 
 fn row_dot_one<D: Decode>(w: &[u8], xs: &[f32], k: usize, out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        if std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+            && std::arch::is_x86_feature_detected!("f16c")
         {
             // SAFETY: the CPU supports the features the function was compiled for.
             return unsafe { row_dot_one_avx2::<D>(w, xs, k, out) };

@@ -119,8 +119,10 @@ impl Linear {
     /// One layer whose output is the outputs of `parts` side by side (`[x W₁ᵀ, x W₂ᵀ, …]`), so
     /// that projections reading the same input (q, k, v; gate, up) are one product: when
     /// decoding, each product is a parallel pass over its weights whose start-up cost is paid
-    /// per call. Every output is computed as before (row by row), so results do not change.
-    /// `None` when the parts cannot share one matrix (storage kinds, dtypes or devices differ).
+    /// per call. The CPU's few-row kernels compute every output row by row as before, so
+    /// decoding gives the same bits; elsewhere (prompts through gemm, GPUs) the wider product
+    /// may only change the order of f32 summation. `None` when the parts cannot share one
+    /// matrix (storage kinds, dtypes or devices differ).
     pub(crate) fn stack(parts: &[Linear]) -> candle_core::Result<Option<Linear>> {
         let Some(first) = parts.first() else {
             return Ok(None);
@@ -162,7 +164,11 @@ impl Linear {
                     }
                 }
                 // Rows are whole blocks, so a row-wise concatenation of the bytes is the
-                // stacked matrix.
+                // stacked matrix. candle reads the bytes as blocks in place and asserts their
+                // alignment, which a byte vector does not promise: keep the parts apart then.
+                if !(bytes.as_ptr() as usize).is_multiple_of(8) {
+                    return Ok(None);
+                }
                 let storage = candle_core::quantized::QStorage::from_data(
                     std::borrow::Cow::Owned(bytes),
                     &Device::Cpu,
