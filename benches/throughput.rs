@@ -22,17 +22,9 @@ use entropy_lens::lens::StatSpec;
 use entropy_lens::model::{load, LoadOptions, ModelSource, WeightDType};
 use entropy_lens::runner::{argmax, ProfileRequest, Profiler};
 
-/// Eight prompts of different lengths (the batch is left-padded to the longest).
-const PROMPTS: [&str; 8] = [
-    "Once upon a time, there was a little girl named Lily. She loved to play outside.",
-    "The capital of France is",
-    "Write a short poem about the sea.",
-    "In a small village at the edge of the forest, an old baker woke before dawn and",
-    "Photosynthesis is the process by which",
-    "Tom and his dog Max went to the park. Max saw a ball and",
-    "Here is a recipe for pancakes:",
-    "The three most important ideas in physics are",
-];
+/// Eight prompts of different lengths (the batch is left-padded to the longest), one per line;
+/// `scripts/compare-pipelines.py` reads the same file.
+const PROMPTS: &str = include_str!("prompts.txt");
 
 fn peak_rss_mib() -> Option<f64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -118,7 +110,7 @@ fn main() {
         Some(file) => {
             entropy_lens::cli::profile::read_prompts(std::path::Path::new(&file)).unwrap()
         }
-        None => PROMPTS.iter().map(|p| p.to_string()).collect(),
+        None => PROMPTS.lines().map(str::to_string).collect(),
     };
     let prompts = &prompts[..n_prompts.min(prompts.len())];
 

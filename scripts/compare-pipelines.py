@@ -37,17 +37,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# The same eight prompts as benches/throughput.rs.
-PROMPTS = [
-    "Once upon a time, there was a little girl named Lily. She loved to play outside.",
-    "The capital of France is",
-    "Write a short poem about the sea.",
-    "In a small village at the edge of the forest, an old baker woke before dawn and",
-    "Photosynthesis is the process by which",
-    "Tom and his dog Max went to the park. Max saw a ball and",
-    "Here is a recipe for pancakes:",
-    "The three most important ideas in physics are",
-]
+# The same eight prompts as benches/throughput.rs (one per line).
+PROMPTS = (ROOT / "benches" / "prompts.txt").read_text(encoding="utf-8").splitlines()
 CASES = {"b1x32": (1, 32), "b8x32": (8, 32), "b8x256": (8, 256)}
 
 
