@@ -305,14 +305,12 @@ impl Attention {
                     spec.n_heads * spec.head_dim,
                     spec.n_kv_heads * spec.head_dim,
                 );
-                let fits = [h, kv, kv]
-                    .iter()
-                    .zip(&parts)
-                    .map(|(&rows, p)| Ok::<_, Error>(p.dims()?.0 == rows))
-                    .collect::<Result<Vec<_>>>()?
-                    .into_iter()
-                    .all(|f| f);
-                let stacked = if fits { Linear::stack(&parts)? } else { None };
+                let rows = [parts[0].dims()?.0, parts[1].dims()?.0, parts[2].dims()?.0];
+                let stacked = if rows == [h, kv, kv] {
+                    Linear::stack(&parts)?
+                } else {
+                    None
+                };
                 match stacked {
                     Some(qkv) => Qkv::Fused(qkv),
                     None => {

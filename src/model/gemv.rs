@@ -115,6 +115,21 @@ fn dot_rows_generic(w: &[f32], xs: &[f32], k: usize, out: &mut [f32]) {
     }
 }
 
+/// A raw output pointer shared by parallel tasks, each of which writes its own columns.
+#[derive(Clone, Copy)]
+pub(super) struct SendPtr(pub(super) *mut f32);
+// SAFETY: tasks write disjoint column ranges of the output (see the users).
+unsafe impl Send for SendPtr {}
+unsafe impl Sync for SendPtr {}
+
+impl SendPtr {
+    /// Going through a method makes closures capture the whole (Send) wrapper, not the field.
+    pub(super) fn at(self, offset: usize) -> *mut f32 {
+        // SAFETY: callers stay within the allocation.
+        unsafe { self.0.add(offset) }
+    }
+}
+
 /// The AVX-512 kernel: weight rows in tasks of [`wide::TASK_ROWS`], and within a task every
 /// group of 6 activation rows against every group of 4 weight rows (the task's weights stay in
 /// L2 while the groups of activations pass over them).
@@ -138,31 +153,20 @@ pub(super) mod wide {
         }
     }
 
-    /// A raw output pointer shared by the tasks, each of which writes its own columns.
-    #[derive(Clone, Copy)]
-    struct Out(*mut f32);
-    // SAFETY: tasks write disjoint columns of the output (see `product`).
-    unsafe impl Send for Out {}
-    unsafe impl Sync for Out {}
-    impl Out {
-        /// A method, so that closures capture the whole (Send) wrapper.
-        fn ptr(self) -> *mut f32 {
-            self.0
-        }
-    }
+    use super::SendPtr;
 
     /// Caller: [`available`] returned true; `w` is [n, k], `xs` [m, k].
     #[cfg(target_arch = "x86_64")]
     pub(super) fn product(w: &[f32], n: usize, k: usize, xs: &[f32], m: usize) -> Vec<f32> {
         use rayon::prelude::*;
         let mut out = vec![0f32; m * n];
-        let dst = Out(out.as_mut_ptr());
+        let dst = SendPtr(out.as_mut_ptr());
         (0..n.div_ceil(TASK_ROWS)).into_par_iter().for_each(|task| {
             let j0 = task * TASK_ROWS;
             let rows = TASK_ROWS.min(n - j0);
             // SAFETY: avx512f is present (caller); this task's weight rows j0..j0 + rows are
             // in bounds, and their columns of out (row stride n) are written by this task only.
-            unsafe { columns_into(&w[j0 * k..(j0 + rows) * k], k, xs, m, dst.ptr().add(j0), n) }
+            unsafe { columns_into(&w[j0 * k..(j0 + rows) * k], k, xs, m, dst.at(j0), n) }
         });
         out
     }

@@ -14,6 +14,8 @@ use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{DType, Device, Storage, Tensor};
 use rayon::prelude::*;
 
+use super::gemv::SendPtr;
+
 /// Weight rows per parallel task in the row-dot path.
 const ROWS_PER_TASK: usize = 16;
 /// Activation rows up to which each weight row is decoded and dotted directly; above, weight rows
@@ -68,14 +70,6 @@ fn cpu_product(
     m: usize,
 ) -> Option<Vec<f32>> {
     if m <= ROW_DOT_MAX_M {
-        #[cfg(target_arch = "x86_64")]
-        if wide::available() {
-            match dtype {
-                GgmlDType::Q4_1 => return wide::row_dot(wide::Kind::Q4_1, data, n, k, xs, m),
-                GgmlDType::Q8_0 => return wide::row_dot(wide::Kind::Q8_0, data, n, k, xs, m),
-                _ => {}
-            }
-        }
         // Byte-level decoders for the common types; candle's `to_float` for the others.
         match dtype {
             GgmlDType::Q4_1 => return row_dot::<Q4_1>(data, n, k, xs, m),
@@ -130,6 +124,8 @@ trait Decode {
     const ELEMS: usize;
     /// Bytes per block.
     const BYTES: usize;
+    /// The AVX-512 decoder of this format, if it has one.
+    const WIDE: Option<WideKind> = None;
     fn decode(block: &[u8], out: &mut [f32]);
 }
 
@@ -142,6 +138,7 @@ struct Q8_0;
 impl Decode for Q8_0 {
     const ELEMS: usize = 32;
     const BYTES: usize = 34;
+    const WIDE: Option<WideKind> = Some(WideKind::Q8_0);
     #[inline(always)]
     fn decode(b: &[u8], out: &mut [f32]) {
         let d = f16_at(b, 0);
@@ -156,6 +153,7 @@ struct Q4_1;
 impl Decode for Q4_1 {
     const ELEMS: usize = 32;
     const BYTES: usize = 20;
+    const WIDE: Option<WideKind> = Some(WideKind::Q4_1);
     #[inline(always)]
     fn decode(b: &[u8], out: &mut [f32]) {
         let d = f16_at(b, 0);
@@ -205,6 +203,18 @@ impl<T: GgmlType> Decode for ToFloat<T> {
 /// `out[i, j] = x_i · dequant(w_j)` for few activation rows: each weight block is decoded once
 /// and dotted with every row; weight rows in parallel.
 fn row_dot<D: Decode>(data: &[u8], n: usize, k: usize, xs: &[f32], m: usize) -> Option<Vec<f32>> {
+    row_dot_with::<D>(data, n, k, xs, m, true)
+}
+
+/// [`row_dot`]; `allow_wide` false keeps to the portable decoders (the tests compare both).
+fn row_dot_with<D: Decode>(
+    data: &[u8],
+    n: usize,
+    k: usize,
+    xs: &[f32],
+    m: usize,
+    allow_wide: bool,
+) -> Option<Vec<f32>> {
     if !k.is_multiple_of(D::ELEMS) || data.len() != n * (k / D::ELEMS) * D::BYTES {
         return None;
     }
@@ -217,13 +227,21 @@ fn row_dot<D: Decode>(data: &[u8], n: usize, k: usize, xs: &[f32], m: usize) -> 
         n,
         m,
         ROWS_PER_TASK,
-        |j, out| row_dot_one::<D>(&data[j * row_bytes..(j + 1) * row_bytes], xs, k, out),
+        |j, out| {
+            let w = &data[j * row_bytes..(j + 1) * row_bytes];
+            row_dot_one::<D>(w, xs, k, out, allow_wide)
+        },
     ))
 }
 
-fn row_dot_one<D: Decode>(w: &[u8], xs: &[f32], k: usize, out: &mut [f32]) {
+fn row_dot_one<D: Decode>(w: &[u8], xs: &[f32], k: usize, out: &mut [f32], allow_wide: bool) {
     #[cfg(target_arch = "x86_64")]
     {
+        if let (Some(kind), true) = (D::WIDE, allow_wide && wide::available()) {
+            // SAFETY: the CPU has the features; w holds k / 32 whole blocks of the format and
+            // xs out.len() rows of k (checked by `row_dot_with`).
+            return unsafe { wide::row(kind, w, xs, k, out) };
+        }
         if std::arch::is_x86_feature_detected!("avx2")
             && std::arch::is_x86_feature_detected!("fma")
             && std::arch::is_x86_feature_detected!("f16c")
@@ -232,6 +250,8 @@ fn row_dot_one<D: Decode>(w: &[u8], xs: &[f32], k: usize, out: &mut [f32]) {
             return unsafe { row_dot_one_avx2::<D>(w, xs, k, out) };
         }
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = allow_wide;
     row_dot_one_generic::<D>(w, xs, k, out)
 }
 
@@ -265,6 +285,14 @@ fn row_dot_one_generic<D: Decode>(w: &[u8], xs: &[f32], k: usize, out: &mut [f32
     }
 }
 
+/// A format with an AVX-512 decoder (`wide`).
+#[derive(Clone, Copy)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+enum WideKind {
+    Q4_1,
+    Q8_0,
+}
+
 /// AVX-512 row products for the two formats of the offline models (Q4_1: SmolLM2's blocks;
 /// Q8_0): 16 weights per vector, each dequantized as `to_float` does (`q·d + m`, rounded after
 /// the product and after the sum), then multiplied with up to [`ROW_DOT_MAX_M`] activation rows.
@@ -272,60 +300,32 @@ fn row_dot_one_generic<D: Decode>(w: &[u8], xs: &[f32], k: usize, out: &mut [f32
 mod wide {
     use std::arch::x86_64::*;
 
-    #[derive(Clone, Copy)]
-    pub(super) enum Kind {
-        Q4_1,
-        Q8_0,
-    }
+    use super::WideKind as Kind;
 
     pub(super) fn available() -> bool {
         super::super::gemv::wide::available() && std::arch::is_x86_feature_detected!("f16c")
     }
 
-    /// As [`super::row_dot`] for the two formats; the caller checked [`available`].
-    pub(super) fn row_dot(
-        kind: Kind,
-        data: &[u8],
-        n: usize,
-        k: usize,
-        xs: &[f32],
-        m: usize,
-    ) -> Option<Vec<f32>> {
-        let bytes = match kind {
-            Kind::Q4_1 => 20,
-            Kind::Q8_0 => 34,
-        };
-        if !k.is_multiple_of(32)
-            || data.len() != n * (k / 32) * bytes
-            || xs.len() != m * k
-            || m == 0
-            || m > super::ROW_DOT_MAX_M
-        {
-            return None;
+    /// `out[r] = xs[r] · dequant(w)` for one weight row and 1 to [`super::ROW_DOT_MAX_M`]
+    /// activation rows.
+    ///
+    /// # Safety
+    /// [`available`] returned true, `w` holds k / 32 whole blocks of `kind` and `xs` out.len()
+    /// rows of k.
+    pub(super) unsafe fn row(kind: Kind, w: &[u8], xs: &[f32], k: usize, out: &mut [f32]) {
+        // SAFETY: as the caller promised.
+        unsafe {
+            match (kind, out.len()) {
+                (Kind::Q4_1, 1) => row_m::<1, true>(w, xs, k, out),
+                (Kind::Q4_1, 2) => row_m::<2, true>(w, xs, k, out),
+                (Kind::Q4_1, 3) => row_m::<3, true>(w, xs, k, out),
+                (Kind::Q4_1, _) => row_m::<4, true>(w, xs, k, out),
+                (Kind::Q8_0, 1) => row_m::<1, false>(w, xs, k, out),
+                (Kind::Q8_0, 2) => row_m::<2, false>(w, xs, k, out),
+                (Kind::Q8_0, 3) => row_m::<3, false>(w, xs, k, out),
+                (Kind::Q8_0, _) => row_m::<4, false>(w, xs, k, out),
+            }
         }
-        let row_bytes = (k / 32) * bytes;
-        Some(super::super::gemv::by_weight_rows(
-            n,
-            m,
-            super::ROWS_PER_TASK,
-            |j, out| {
-                let w = &data[j * row_bytes..(j + 1) * row_bytes];
-                // SAFETY: the CPU has the features (caller); w holds k / 32 whole blocks and xs
-                // m rows of k (checked above), out has m entries.
-                unsafe {
-                    match (kind, m) {
-                        (Kind::Q4_1, 1) => row::<1, true>(w, xs, k, out),
-                        (Kind::Q4_1, 2) => row::<2, true>(w, xs, k, out),
-                        (Kind::Q4_1, 3) => row::<3, true>(w, xs, k, out),
-                        (Kind::Q4_1, _) => row::<4, true>(w, xs, k, out),
-                        (Kind::Q8_0, 1) => row::<1, false>(w, xs, k, out),
-                        (Kind::Q8_0, 2) => row::<2, false>(w, xs, k, out),
-                        (Kind::Q8_0, 3) => row::<3, false>(w, xs, k, out),
-                        (Kind::Q8_0, _) => row::<4, false>(w, xs, k, out),
-                    }
-                }
-            },
-        ))
     }
 
     /// Block `b` of a row (Q4_1 if `Q4`, else Q8_0) as two vectors of 16 weights.
@@ -363,7 +363,12 @@ mod wide {
     /// One weight row (k / 32 blocks of Q4_1 if `Q4`, else Q8_0) against M activation rows.
     #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw,f16c")]
     #[allow(clippy::needless_range_loop)] // constant bounds: unrolled into registers
-    unsafe fn row<const M: usize, const Q4: bool>(w: &[u8], xs: &[f32], k: usize, out: &mut [f32]) {
+    unsafe fn row_m<const M: usize, const Q4: bool>(
+        w: &[u8],
+        xs: &[f32],
+        k: usize,
+        out: &mut [f32],
+    ) {
         let mut acc = [_mm512_setzero_ps(); 8];
         for b in 0..k / 32 {
             let (lo, hi) = decode::<Q4>(w.as_ptr(), b);
@@ -402,21 +407,6 @@ mod wide {
     }
 }
 
-/// A raw pointer that may cross threads: every task writes its own columns.
-#[derive(Clone, Copy)]
-struct SendPtr(*mut f32);
-// SAFETY: tasks write disjoint column ranges of the output.
-unsafe impl Send for SendPtr {}
-unsafe impl Sync for SendPtr {}
-
-impl SendPtr {
-    /// Going through a method makes closures capture the whole (Send) wrapper, not the field.
-    fn at(self, offset: usize) -> *mut f32 {
-        // SAFETY: callers stay within the allocation (see `tiled`).
-        unsafe { self.0.add(offset) }
-    }
-}
-
 /// `out = x Wᵀ` for many activation rows: tiles of weight rows are dequantized into L2-sized
 /// buffers and multiplied with the few-row kernel (up to [`super::gemv::max_rows`] rows, with
 /// AVX-512) or `gemm`'s micro-kernels; tiles in parallel.
@@ -431,15 +421,15 @@ fn tiled<T: GgmlType>(data: &[u8], n: usize, k: usize, xs: &[f32], m: usize) -> 
     }
     let tile = (TILE_ELEMS / k).clamp(8, 256);
     // For a few dozen rows the few-row kernel beats gemm's packing (see `gemv`).
-    let wide = super::gemv::wide::available() && m <= super::gemv::max_rows();
+    let few_rows = super::gemv::wide::available() && m <= super::gemv::max_rows();
     #[cfg(target_arch = "x86_64")]
     let fast_decode = match (T::DTYPE, std::mem::size_of::<T>()) {
-        (GgmlDType::Q4_1, 20) if wide::available() => Some(wide::Kind::Q4_1),
-        (GgmlDType::Q8_0, 34) if wide::available() => Some(wide::Kind::Q8_0),
+        (GgmlDType::Q4_1, Q4_1::BYTES) if wide::available() => Q4_1::WIDE,
+        (GgmlDType::Q8_0, Q8_0::BYTES) if wide::available() => Q8_0::WIDE,
         _ => None,
     };
     #[cfg(not(target_arch = "x86_64"))]
-    let fast_decode: Option<()> = None;
+    let fast_decode: Option<WideKind> = None;
     let mut out = vec![0f32; m * n];
     let dst = SendPtr(out.as_mut_ptr());
     (0..n.div_ceil(tile)).into_par_iter().for_each_init(
@@ -464,7 +454,7 @@ fn tiled<T: GgmlType>(data: &[u8], n: usize, k: usize, xs: &[f32], m: usize) -> 
                 },
                 _ => T::to_float(blocks, &mut buf[..rows * k]),
             }
-            if wide {
+            if few_rows {
                 // SAFETY: the wide kernel is available; this task writes columns j0..j0 + rows
                 // of every row of dst (row stride n), which no other task touches.
                 unsafe {
@@ -560,9 +550,9 @@ mod tests {
                     let data = q.data().unwrap();
                     let xs = x.flatten_all().unwrap().to_vec1::<f32>().unwrap();
                     let portable = match dtype {
-                        GgmlDType::Q4_1 => row_dot::<Q4_1>(&data, n, k, &xs, m),
-                        GgmlDType::Q8_0 => row_dot::<Q8_0>(&data, n, k, &xs, m),
-                        GgmlDType::Q5_0 => row_dot::<Q5_0>(&data, n, k, &xs, m),
+                        GgmlDType::Q4_1 => row_dot_with::<Q4_1>(&data, n, k, &xs, m, false),
+                        GgmlDType::Q8_0 => row_dot_with::<Q8_0>(&data, n, k, &xs, m, false),
+                        GgmlDType::Q5_0 => row_dot_with::<Q5_0>(&data, n, k, &xs, m, false),
                         _ => continue,
                     }
                     .unwrap();
