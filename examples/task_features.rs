@@ -2,7 +2,7 @@
 //! fixtures: `cargo run --release --example task_features -- [PER_TASK] [TOKENS]`.
 //!
 //! Loads the offline SmolLM2, builds PER_TASK prompts per task type (generative / syntactic /
-//! semantic; base, reversed and scrambled templates) from `../shared/data/tinystories/valid.jsonl`,
+//! semantic; base, reversed and scrambled templates) from `data/tinystories/valid.jsonl`,
 //! generates TOKENS greedy tokens through the chat template (EOS ignored so every generation has
 //! the same length) and writes the concatenated Shannon profiles (TOKENS × 30 features) and the
 //! task labels to `tests/golden/stats/tinystories_smollm2_{features.csv,labels.txt}`.
@@ -32,7 +32,7 @@ fn main() -> entropy_lens::Result<()> {
     let root = std::path::PathBuf::from(
         std::env::var_os("CARGO_MANIFEST_DIR").expect("run through cargo"),
     );
-    let stories = load_stories(&root.join("../shared/data/tinystories/valid.jsonl"))?;
+    let stories = load_stories(&root.join("data/tinystories/valid.jsonl"))?;
     let prompts = task_prompts(&stories, per_task, 42)?;
     let model = fetch::fetch_model(&fetch::SMOLLM2)?;
     let mut prof = Profiler::new(

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The runs behind docs/results.md, on the two offline models, CPU. Resumable: rerun after a kill and
 # it continues where it stopped. Usage: scripts/results.sh [RUNS_DIR] (default runs/results).
-# Needs ../shared/data/tinystories/valid.jsonl (or TINYSTORIES=path) and ../shared/data/mmlu/test.jsonl
+# Needs data/tinystories/valid.jsonl (or TINYSTORIES=path) and data/mmlu/test.jsonl
 # (or MMLU=path). About 5.5 h on a 2-core CPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-runs/results}"
-STORIES="${TINYSTORIES:-../shared/data/tinystories/valid.jsonl}"
+STORIES="${TINYSTORIES:-data/tinystories/valid.jsonl}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/entropy-lens/target}"
 cargo build --release --quiet
 # A copy, so that rebuilding during the hours this takes does not change the binary mid-way.
@@ -38,8 +38,8 @@ done
 run formats --model "$SMOL" --scale paper --n 100 --tokens 64 --out "$OUT/formats-$(basename "$SMOL" .gguf)"
 run formats --model "$GEMMA" --scale paper --n 100 --tokens 64 --out "$OUT/formats-$(basename "$GEMMA" .gguf)"
 # MMLU (Table 4, Figure 6): 150 questions of the test split (seeded, subject-stratified) in the three
-# styles; skipping on 60 questions (Base style). Needs ../shared/data/mmlu/test.jsonl (or MMLU=path).
-MMLU="${MMLU:-../shared/data/mmlu/test.jsonl}"
+# styles; skipping on 60 questions (Base style). Needs data/mmlu/test.jsonl (or MMLU=path).
+MMLU="${MMLU:-data/mmlu/test.jsonl}"
 for model in "$SMOL" "$GEMMA"; do
   name="$(basename "$model" .gguf)"
   run mmlu --model "$model" --scale paper --n 150 --data "$MMLU" --out "$OUT/mmlu-$name"

@@ -46,7 +46,6 @@ pub mod model;
 pub mod plots;
 pub mod profile;
 pub mod runner;
-pub mod vision;
 
 pub use error::{Error, Result};
 
@@ -62,7 +61,7 @@ pub mod prelude {
     };
     pub use crate::error::{Error, Result};
     pub use crate::experiments::{
-        ExperimentKind, Outcome, Plan, Protocol, RunOptions, Scale, Shard,
+        Experiment, ExperimentKind, Outcome, Plan, Protocol, RunOptions, Scale, Shard,
     };
     pub use crate::lens::{Lens, StatSpec};
     pub use crate::model::{load, LoadOptions, Model, ModelSource, TextTokenizer, WeightDType};
@@ -72,7 +71,7 @@ pub mod prelude {
         HeatMetric,
     };
     pub use crate::profile::{EntropyProfile, PositionProfile};
+    pub use crate::runner::ImageProfiler;
     pub use crate::runner::{ProfileRequest, Profiler, Sampling};
-    pub use crate::vision::ImageProfiler;
     pub use candle_core::Device;
 }

@@ -964,21 +964,21 @@ fn data_targets(profile_json: &str, out: &mut Vec<Target>) {
         entropy_lens::cli::read_prompts(path).map(|_| ())
     }
     fn parse_mmlu(path: &Path) -> entropy_lens::Result<()> {
-        let q = entropy_lens::data::mmlu::load(path)?;
-        for style in entropy_lens::data::mmlu::PromptStyle::ALL {
+        let q = entropy_lens::data::mmlu_questions::load(path)?;
+        for style in entropy_lens::data::mmlu_questions::PromptStyle::ALL {
             for question in &q {
                 let _ = style.prompt(question);
             }
         }
-        entropy_lens::data::mmlu::stratified_sample(&q, 4, 42).map(|_| ())
+        entropy_lens::data::mmlu_questions::stratified_sample(&q, 4, 42).map(|_| ())
     }
     fn parse_stories(path: &Path) -> entropy_lens::Result<()> {
         let s = entropy_lens::data::tinystories::load_stories(path)?;
         entropy_lens::data::tinystories::task_prompts(&s, 2, 42).map(|_| ())
     }
     fn parse_topics(path: &Path) -> entropy_lens::Result<()> {
-        let t = entropy_lens::data::formats::load_topics(path)?;
-        entropy_lens::data::formats::format_prompts(&t, 2).map(|_| ())
+        let t = entropy_lens::data::topics::load_topics(path)?;
+        entropy_lens::data::topics::format_prompts(&t, 2).map(|_| ())
     }
     fn parse_profile(path: &Path) -> entropy_lens::Result<()> {
         let text = std::fs::read_to_string(path).map_err(|e| entropy_lens::Error::io(path, e))?;

@@ -1,23 +1,23 @@
-//! MMLU data on the real files: `../shared/data/mmlu/` (JSON Lines; counts from its PROVENANCE.md),
+//! MMLU data on the real files: `data/mmlu/` (JSON Lines; counts from data/README.md),
 //! the dev split as the Hub stores `cais/mmlu` (Parquet, `tests/fixtures/mmlu/`, made by the
 //! committed script from the same JSON Lines), and the Hub-cache path offline.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use entropy_lens::data::mmlu::{self, PromptStyle};
+use entropy_lens::data::mmlu_questions::{self as mmlu, PromptStyle};
 
 fn root() -> PathBuf {
     PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("run through cargo"))
 }
 
-fn shared_mmlu() -> PathBuf {
-    root().join("../shared/data/mmlu")
+fn mmlu_dir() -> PathBuf {
+    root().join("data/mmlu")
 }
 
 #[test]
 fn the_test_split_has_the_official_counts() {
-    let qs = mmlu::load(&shared_mmlu().join("test.jsonl")).unwrap();
+    let qs = mmlu::load(&mmlu_dir().join("test.jsonl")).unwrap();
     assert_eq!(qs.len(), 14_042);
     let mut per_subject: BTreeMap<&str, usize> = BTreeMap::new();
     let mut answers = [0usize; 4];
@@ -30,7 +30,7 @@ fn the_test_split_has_the_official_counts() {
     assert_eq!(per_subject["abstract_algebra"], 100);
     assert_eq!(answers, [3222, 3462, 3582, 3776]);
     // A folder holding test.jsonl loads the same.
-    assert_eq!(mmlu::load(&shared_mmlu()).unwrap(), qs);
+    assert_eq!(mmlu::load(&mmlu_dir()).unwrap(), qs);
     // Ids are per subject, in file order.
     assert_eq!(qs[0].id, "abstract_algebra/0");
     assert_eq!(qs[99].id, "abstract_algebra/99");
@@ -57,7 +57,7 @@ fn the_test_split_has_the_official_counts() {
 
 #[test]
 fn parquet_as_the_hub_stores_it_matches_the_jsonl_and_loads_from_the_hub_cache() {
-    let jsonl = mmlu::load(&shared_mmlu().join("dev.jsonl")).unwrap();
+    let jsonl = mmlu::load(&mmlu_dir().join("dev.jsonl")).unwrap();
     assert_eq!(jsonl.len(), 285);
     let parquet_file = root().join("tests/fixtures/mmlu/dev-00000-of-00001.parquet");
     assert_eq!(mmlu::load(&parquet_file).unwrap(), jsonl);

@@ -12,7 +12,7 @@ use entropy_lens::data::images::{image_files, read_image};
 use entropy_lens::lens::StatSpec;
 use entropy_lens::model::vision::{is_vision_source, load_vision, ImageProcessor};
 use entropy_lens::model::{LoadOptions, ModelSource, WeightDType};
-use entropy_lens::vision::ImageProfiler;
+use entropy_lens::runner::ImageProfiler;
 use serde_json::Value;
 
 use common::f64s;

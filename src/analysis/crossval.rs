@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::knn::{argmax_rows, check_finite, KnnClassifier, NeighborSearch, Weighting};
 use super::metrics::{f1_macro, mean_std, paired_t_test, roc_auc_ovr_macro};
-use super::report::{fmt_pct, Table};
+use super::table::{fmt_pct, Table};
 use crate::error::{Error, Result};
 use crate::profile::Standardizer;
 

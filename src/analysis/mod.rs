@@ -6,7 +6,7 @@ pub mod knn;
 pub mod metrics;
 pub mod numpy_rng;
 pub mod projection;
-pub mod report;
+pub mod table;
 pub mod validation;
 
 pub use crossval::{
@@ -14,5 +14,5 @@ pub use crossval::{
 };
 pub use knn::{KnnClassifier, NeighborSearch, Weighting};
 pub use projection::{pca, trustworthiness, tsne, Projection, TsneConfig, TsneMethod};
-pub use report::Table;
+pub use table::Table;
 pub use validation::{c1_spearman, c1_table, c2_overlap, c2_table, C1Result, C2Result};

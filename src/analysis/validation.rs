@@ -8,7 +8,7 @@ use ndarray::ArrayView2;
 use serde::{Deserialize, Serialize};
 
 use super::metrics::spearman;
-use super::report::{fmt_opt, Table};
+use super::table::{fmt_opt, Table};
 use crate::error::{Error, Result};
 use crate::profile::{delta, EntropyProfile};
 

@@ -222,7 +222,7 @@ pub struct ProfileArgs {
 
 #[derive(Args, Debug)]
 pub struct ExperimentArgs {
-    /// validate (Table 1, Fig. 1), tasks (Tables 2 and 5, Fig. 10), formats (Table 3, Figs. 5 and 9), mmlu (Table 4), skip (Fig. 6), family (Figs. 3 and 4, Table 6) or vit (App. A.4, Fig. 8).
+    #[arg(help = experiment_help())]
     pub experiment: String,
     #[command(flatten)]
     pub model: ModelArgs,
@@ -272,10 +272,19 @@ pub struct ExperimentArgs {
     /// Prompt style of the skip experiment: base (default), instruct or humble.
     #[arg(long)]
     pub style: Option<String>,
-    /// Prompts run as one left-padded batch (faster; profiles agree with --batch 1 to 1e-5 nats or better, and a resume is byte-identical at the same batch size). MMLU and skip score one question at a time.
-    #[arg(long, default_value_t = 1)]
-    pub batch: usize,
+    /// Items measured together: prompts as one left-padded batch, images in one pass [default: 8 on the CPU, 32 on a GPU]. Recorded in config.json: a resume must use the same (profiles agree with --batch 1 to 1e-5 nats or better, not bitwise). MMLU and skip score one question at a time.
+    #[arg(long)]
+    pub batch: Option<usize>,
     /// Print result.json instead of tables.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The experiment argument's help: every registered experiment with where it stands in the paper.
+fn experiment_help() -> String {
+    let list: Vec<String> = crate::experiments::catalog()
+        .into_iter()
+        .map(|(kind, paper, _)| format!("{kind} ({paper})"))
+        .collect();
+    format!("The experiment: {}", list.join(", "))
 }

@@ -119,7 +119,7 @@ pub fn dispatch(cli: Cli, out: &mut impl Write) -> Result<()> {
         }
         Command::Demo { prompt, generate } => demo(&prompt, generate, out),
         Command::Models { json } => {
-            for m in crate::model::registry::PAPER_MODELS {
+            for m in crate::model::paper_models::PAPER_MODELS {
                 let text = if json {
                     serde_json::to_string(m)?
                 } else {

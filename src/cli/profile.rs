@@ -232,7 +232,7 @@ fn profile_images(
         dtype: opts.dtype,
     };
     let model = crate::model::vision::load_vision(&ModelSource::parse(model)?, &load_opts)?;
-    let mut profiler = crate::vision::ImageProfiler::new(model, spec)?;
+    let mut profiler = crate::runner::ImageProfiler::new(model, spec)?;
     if let Some(n) = opts.batch_size {
         profiler.set_batch_size(n)?;
     }

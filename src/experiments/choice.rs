@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::data::mmlu::LETTERS;
+use crate::data::mmlu_questions::LETTERS;
 use crate::error::{Error, Result};
 use crate::model::TextTokenizer;
 

@@ -17,33 +17,33 @@
 //! other, and each record keeps its model's sha256 (checked on resume).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
-use super::common::{FeatureLayout, Features, Scatter2d};
-use super::config::{ExperimentConfig, Generation, Plan, Protocol, Scale};
-use super::data::DataIdentity;
-use super::progress::Progress;
-use super::run::{
-    check_same_weights, conclude, default_out_dir, pending, Pending, RunOptions, RunSummary,
-};
-use super::store::{OutputDir, Record, RunContext, WorkItem};
-use crate::analysis::{repeated_split_f1, tsne, Labels, Table, TsneConfig};
+use super::experiment::{Batch, Cx, Experiment, Models};
+use super::inputs::Blank;
+use super::outputs::{FeatureLayout, Features, Scatter2d};
+use super::plan::{Plan, PlanOption};
+use super::settings::{ExperimentConfig, Generation, Protocol, Scale};
+use super::several::{self, bands, f1, labelled, matrix, zscore, ModelItem, DEPTH_POINTS};
+use super::store::{Record, WorkItem};
+use crate::analysis::{tsne, Table, TsneConfig};
 use crate::error::{Error, Result};
-use crate::model::registry;
-use crate::model::{load, parse_device, Architecture, LoadOptions, ModelSource};
+use crate::model::paper_models;
+use crate::model::Architecture;
 use crate::plots::{depth_normalized, profile_bands, projection_scatter, Band, Chart};
 use crate::profile::depth_normalize;
-use crate::runner::{device_name, ProfileRequest, Profiler, Sampling};
+use crate::runner::{ProfileRequest, Profiler, Sampling};
 
-/// Points of the relative-depth axis the profiles are interpolated to.
-pub const DEPTH_POINTS: usize = 32;
+/// Table 6: kNN (k = 3) macro F1 (%) over 10 random 50/50 splits: task, mean, std.
+pub const TABLE6_F1: [(&str, f64, f64); 2] =
+    [("model family", 97.99, 0.66), ("model size", 96.31, 0.87)];
 
 /// Sizes of the two offline models (not in the paper's registry), in billions of parameters.
 const OFFLINE_SIZES: [(&str, f64); 2] = [("smollm2-135m", 0.135), ("gemma-3-270m", 0.268)];
+
+/// The experiment (registered as `family`).
+pub struct Family;
 
 /// One model of the comparison, as far as the numbers depend on it (its path may differ).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -73,123 +73,56 @@ pub struct FamilySpec {
 }
 
 /// The model list a plan names: `--models a,b` (registry names, Hub ids, files, folders;
-/// `paper` expands to the registry's base models), else the two offline models.
+/// `paper` expands to the registry's base models), else the two offline models (fetched).
 pub fn model_sources(plan: &Plan) -> Result<Vec<String>> {
-    let Some(list) = &plan.models else {
-        return Ok(vec![
+    several::model_sources(plan, &paper_list(), || {
+        Ok(vec![
             crate::fetch::fetch_model(&crate::fetch::SMOLLM2)?
                 .display()
                 .to_string(),
             crate::fetch::fetch_model(&crate::fetch::GEMMA3)?
                 .display()
                 .to_string(),
-        ]);
-    };
-    let mut out = Vec::new();
-    for m in list {
-        if m == "paper" {
-            out.extend(
-                registry::PAPER_MODELS
-                    .iter()
-                    .filter(|r| !r.instruct)
-                    .map(|r| r.name.to_string()),
-            );
-        } else {
-            out.push(m.clone());
-        }
-    }
-    let mut seen = std::collections::HashSet::new();
-    if let Some(dup) = out.iter().find(|m| !seen.insert(m.as_str())) {
-        return Err(Error::invalid(format!(
-            "model {dup} is listed twice in --models"
-        )));
-    }
-    if out.is_empty() {
-        return Err(Error::invalid("--models names no model"));
-    }
-    Ok(out)
+        ])
+    })
+}
+
+fn paper_list() -> Vec<String> {
+    paper_models::PAPER_MODELS
+        .iter()
+        .filter(|r| !r.instruct)
+        .map(|r| r.name.to_string())
+        .collect()
+}
+
+/// The names of the models a plan compares, without downloading anything.
+fn model_names(plan: &Plan) -> Result<Vec<String>> {
+    several::model_sources(plan, &paper_list(), || {
+        Ok([
+            crate::fetch::SMOLLM2.file_name,
+            crate::fetch::GEMMA3.file_name,
+        ]
+        .iter()
+        .map(|f| f.to_string())
+        .collect())
+    })
 }
 
 /// The display name and known size of a model given as `source`.
 pub fn describe_model(source: &str) -> FamilyModel {
-    if let Some(r) = registry::lookup(source) {
+    if let Some(r) = paper_models::lookup(source) {
         return FamilyModel {
             name: r.name.to_string(),
             params_b: Some(r.params_b),
         };
     }
-    // A Hub id may carry a revision (`owner/name@refs/pr/3`): the name is the repository's.
-    let path = match source.split_once('@') {
-        Some((id, rev)) if !Path::new(source).exists() && !rev.is_empty() => id,
-        _ => source,
-    };
-    let name = PathBuf::from(path.trim_end_matches('/'))
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| source.to_string());
+    let name = several::model_name(source);
     let lower = name.to_ascii_lowercase();
     let params_b = OFFLINE_SIZES
         .iter()
         .find(|(k, _)| lower.contains(k))
         .map(|(_, p)| *p);
     FamilyModel { name, params_b }
-}
-
-/// The names of the models a plan compares, without downloading anything.
-fn model_names(plan: &Plan) -> Result<Vec<String>> {
-    match &plan.models {
-        None => Ok([
-            crate::fetch::SMOLLM2.file_name,
-            crate::fetch::GEMMA3.file_name,
-        ]
-        .iter()
-        .map(|f| f.to_string())
-        .collect()),
-        Some(_) => model_sources(plan),
-    }
-}
-
-impl FamilySpec {
-    pub fn new(plan: &Plan) -> Result<Self> {
-        // Smoke: 24 samples over the two offline models are the fewest the authors' t-SNE
-        // (perplexity 20) runs on; 16 tokens keep Gemma's 262k-token lens to a few minutes.
-        let (samples, tokens) = match plan.scale {
-            Scale::Smoke => (12, 16),
-            Scale::Paper => (64, 32),
-        };
-        let models: Vec<FamilyModel> = model_names(plan)?
-            .iter()
-            .map(|s| describe_model(s))
-            .collect();
-        if plan.data.is_some() {
-            return Err(Error::invalid(
-                "family runs on a blank prompt and loads no data; drop --data",
-            ));
-        }
-        let mut names = std::collections::HashSet::new();
-        if let Some(m) = models.iter().find(|m| !names.insert(m.name.as_str())) {
-            return Err(Error::invalid(format!(
-                "two models of --models are both named {}; give them distinct file or folder names",
-                m.name
-            )));
-        }
-        let spec = Self {
-            models,
-            samples: plan.n.unwrap_or(samples),
-            tokens: plan.tokens.unwrap_or(tokens),
-            double_bos: plan.protocol == Protocol::Authors,
-            depth_points: DEPTH_POINTS,
-            k: plan.k.unwrap_or(3),
-            splits: 10,
-            tsne: authors_tsne(),
-        };
-        if spec.samples == 0 || spec.tokens == 0 {
-            return Err(Error::invalid(
-                "family needs at least one sample per model (--n) and one token (--tokens)",
-            ));
-        }
-        Ok(spec)
-    }
 }
 
 /// The authors' t-SNE: perplexity 20, 300 iterations, PCA initialisation, seed 42.
@@ -230,153 +163,136 @@ pub fn size_bin(params_b: f64) -> &'static str {
     }
 }
 
-/// Model-major items: `samples` blank prompts per model, labelled with the model's name.
-pub fn items(spec: &FamilySpec) -> Vec<WorkItem> {
-    let mut out = Vec::with_capacity(spec.models.len() * spec.samples);
-    for m in &spec.models {
-        for s in 0..spec.samples {
-            let mut meta = serde_json::Map::new();
-            meta.insert("model".into(), m.name.clone().into());
-            meta.insert("sample".into(), s.into());
-            out.push(WorkItem {
-                index: out.len(),
-                id: format!("{}/s{s:03}", m.name),
-                label: m.name.clone(),
-                prompt: String::new(),
-                meta,
-            });
-        }
-    }
-    out
-}
+impl Experiment for Family {
+    const NAME: &'static str = "family";
+    const PAPER: &'static str = "Figures 3 and 4, Table 6";
+    const SUMMARY: &'static str =
+        "model families and sizes told apart by blank-prompt profiles on relative depth";
+    const OPTIONS: &'static [PlanOption] = &[
+        PlanOption::Models,
+        PlanOption::Sampling,
+        PlanOption::Tokens,
+        PlanOption::K,
+    ];
+    type Spec = FamilySpec;
+    type Result = FamilyResult;
+    type Input = Blank;
+    type Instrument = Profiler;
 
-/// The configuration of a family run (no single model: the identity names the list).
-pub fn resolve(plan: &Plan) -> Result<ExperimentConfig> {
-    let spec = FamilySpec::new(plan)?;
-    let names: Vec<&str> = spec.models.iter().map(|m| m.name.as_str()).collect();
-    let temperature = plan.temperature.unwrap_or(0.7);
-    if !(temperature >= 0.0 && temperature.is_finite()) {
-        return Err(Error::invalid(format!(
-            "temperature must be a finite number ≥ 0, got {temperature}"
-        )));
-    }
-    plan.resolve_several(
-        super::ExperimentSpec::Family(spec.clone()),
-        &names,
-        "several",
-        DataIdentity {
-            dataset: "blank".into(),
-            sha256: format!("{:x}", Sha256::digest(b"")),
-            records: 0,
-        },
-        Generation {
-            chat: false,
-            add_bos: true,
-            ignore_eos: true,
-            temperature,
-            sample_top_p: plan.sample_top_p,
-        },
-    )
-}
-
-/// Runs (or resumes) a family experiment: each model with items left is loaded in turn.
-pub fn run(plan: &Plan, opts: &RunOptions) -> Result<RunSummary> {
-    let sources = model_sources(plan)?;
-    let cfg = resolve(plan)?;
-    let super::ExperimentSpec::Family(spec) = &cfg.spec else {
-        return Err(Error::invalid("not a family configuration"));
-    };
-    let all = items(spec);
-    let dir = opts
-        .out
-        .clone()
-        .unwrap_or_else(|| default_out_dir(&cfg, opts.shard));
-    let device = parse_device(&plan.device)?;
-    let out = OutputDir::prepare(
-        &dir,
-        &cfg,
-        &all,
-        RunContext {
-            model: sources.join(", "),
-            data: "blank prompt (BOS)".into(),
-            device: device_name(&device),
-            shard: opts.shard.filter(|s| !s.is_whole()),
-            // The family experiment samples one model at a time, one prompt at a time.
-            batch: 1,
-        },
-    )?;
-    let _lock = out.lock()?;
-    let Pending {
-        done, mine, todo, ..
-    } = pending(&out, &dir, &all, opts.shard)?;
-    out.log(&format!(
-        "run: family of {} models, {} of {} items to do",
-        sources.len(),
-        todo.len(),
-        mine.len()
-    ))?;
-    let mut progress = Progress::new(opts.progress, "family", mine.len(), mine.len() - todo.len());
-    let start = Instant::now();
-    for (m, source) in spec.models.iter().zip(&sources) {
-        let mine_here: Vec<&WorkItem> =
-            todo.iter().copied().filter(|i| i.label == m.name).collect();
-        if mine_here.is_empty() {
-            continue;
+    fn spec(plan: &Plan) -> Result<FamilySpec> {
+        // Smoke: 24 samples over the two offline models are the fewest the authors' t-SNE
+        // (perplexity 20) runs on; 16 tokens keep Gemma's 262k-token lens to a few minutes.
+        let (samples, tokens) = match plan.scale {
+            Scale::Smoke => (12, 16),
+            Scale::Paper => (64, 32),
+        };
+        let models: Vec<FamilyModel> = model_names(plan)?
+            .iter()
+            .map(|s| describe_model(s))
+            .collect();
+        let spec = FamilySpec {
+            models,
+            samples: plan.n.unwrap_or(samples),
+            tokens: plan.tokens.unwrap_or(tokens),
+            double_bos: plan.protocol == Protocol::Authors,
+            depth_points: DEPTH_POINTS,
+            k: plan.k.unwrap_or(3),
+            splits: 10,
+            tsne: authors_tsne(),
+        };
+        if spec.samples == 0 || spec.tokens == 0 {
+            return Err(Error::invalid(
+                "family needs at least one sample per model (--n) and one token (--tokens)",
+            ));
         }
-        let loaded = load(
-            &ModelSource::parse(source)?,
-            &LoadOptions {
-                device: device.clone(),
-                dtype: plan.dtype,
-            },
-        )
-        .map_err(|e| Error::invalid(format!("model {} ({source}): {e}", m.name)))?;
-        check_same_weights(&done, &m.name, &loaded.model.info().sha256, &dir)?;
-        let family = family_of(loaded.model.info().architecture);
-        let mut profiler = Profiler::new(loaded, cfg.stats.stat_spec(&[])?)?;
-        let bos = profiler.tokenizer.bos_token_id();
-        let token_ids = match (spec.double_bos, bos) {
+        Ok(spec)
+    }
+
+    fn tokens(spec: &FamilySpec) -> usize {
+        spec.tokens
+    }
+
+    fn models(plan: &Plan, spec: &FamilySpec) -> Result<Models> {
+        let names: Vec<String> = spec.models.iter().map(|m| m.name.clone()).collect();
+        several::named_models(&names, &model_sources(plan)?)
+    }
+
+    /// Sampled at temperature 0.7 (the authors' notebook), never in a chat template.
+    fn generation(plan: &Plan, _: &FamilySpec) -> Result<Generation> {
+        plan.generation(0.7)
+    }
+
+    /// Model-major: `samples` blank prompts per model.
+    fn items(_: &ExperimentConfig, spec: &FamilySpec, _: &Blank) -> Result<Vec<WorkItem>> {
+        let names: Vec<String> = spec.models.iter().map(|m| m.name.clone()).collect();
+        Ok(several::items(&names, |_| {
+            (0..spec.samples)
+                .map(|s| ModelItem {
+                    id: format!("s{s:03}"),
+                    prompt: String::new(),
+                    meta: BTreeMap::from([("sample".to_string(), s.into())]),
+                })
+                .collect()
+        }))
+    }
+
+    /// The batch's samples from BOS (the authors: BOS twice), each seeded by seed + item index;
+    /// records are labelled with the model's family.
+    fn measure(cx: &Cx<'_, Self>, profiler: &mut Profiler, batch: &Batch<'_>) -> Result<Vec<Record>> {
+        let token_ids = match (cx.spec.double_bos, profiler.tokenizer.bos_token_id()) {
             (true, Some(b)) => Some(vec![b, b]),
             (true, None) => {
                 return Err(Error::invalid(format!(
                     "model {} has no BOS token, so the authors' double-BOS prompt cannot be built",
-                    m.name
+                    cx.model
                 )))
             }
             _ => None,
         };
-        for item in mine_here {
-            let req = ProfileRequest {
+        let g = &cx.cfg.generation;
+        let reqs: Vec<ProfileRequest> = batch
+            .items()
+            .iter()
+            .map(|item| ProfileRequest {
                 prompt: String::new(),
-                generate: spec.tokens,
+                generate: cx.spec.tokens,
                 ignore_eos: true,
                 add_bos: true,
                 token_ids: token_ids.clone(),
                 sampling: Sampling {
-                    temperature: cfg.generation.temperature,
-                    top_p: cfg.generation.sample_top_p,
-                    seed: cfg.seed.wrapping_add(item.index as u64),
+                    temperature: g.temperature,
+                    top_p: g.sample_top_p,
+                    seed: cx.cfg.seed.wrapping_add(item.index as u64),
                 },
                 ..Default::default()
-            };
-            let profile = profiler.run(&req)?;
-            let mut record = Record::new(item, profile);
-            record.label = family.to_string();
-            out.append(std::slice::from_ref(&record))?;
-            progress.inc(1);
-        }
+            })
+            .collect();
+        let profiles = profiler.run_batch(&reqs)?;
+        let family = family_of(profiler.model.info().architecture);
+        Ok(labelled(
+            batch.keep_todo(batch.items().iter().zip(profiles), Record::new),
+            family,
+        ))
     }
-    progress.finish();
-    conclude(&out, dir, cfg, opts.shard, (todo.len(), mine.len()), start)
-}
 
-impl Record {
-    /// The model a family record belongs to.
-    fn label_model(&self) -> &str {
-        self.meta
-            .get("model")
-            .and_then(|v| v.as_str())
-            .unwrap_or("")
+    fn finish(
+        cfg: &ExperimentConfig,
+        spec: &FamilySpec,
+        records: &[Record],
+    ) -> Result<(FamilyResult, Features)> {
+        finish(cfg, spec, records)
+    }
+
+    fn comparison(results: &[&FamilyResult]) -> Vec<Table> {
+        vec![FamilyResult::comparison(results)]
+    }
+
+    fn tables(result: &FamilyResult) -> Vec<Table> {
+        result.tables()
+    }
+
+    fn charts(result: &FamilyResult) -> Result<Vec<Chart>> {
+        result.charts()
     }
 }
 
@@ -419,54 +335,6 @@ pub struct FamilyResult {
     pub tsne_defaults: Option<Scatter2d>,
 }
 
-pub(super) fn mean_std_rows(rows: &[Vec<f64>]) -> (Vec<f64>, Vec<f64>) {
-    let n = rows.len().max(1) as f64;
-    let d = rows.first().map(Vec::len).unwrap_or(0);
-    let mean: Vec<f64> = (0..d)
-        .map(|j| rows.iter().map(|r| r[j]).sum::<f64>() / n)
-        .collect();
-    let std = (0..d)
-        .map(|j| (rows.iter().map(|r| (r[j] - mean[j]).powi(2)).sum::<f64>() / n).sqrt())
-        .collect();
-    (mean, std)
-}
-
-pub(super) fn zscore(row: &[f64]) -> Vec<f64> {
-    let n = row.len().max(1) as f64;
-    let m = row.iter().sum::<f64>() / n;
-    let sd = (row.iter().map(|v| (v - m).powi(2)).sum::<f64>() / n).sqrt();
-    row.iter()
-        .map(|v| if sd > 0.0 { (v - m) / sd } else { 0.0 })
-        .collect()
-}
-
-/// Macro F1 (mean, std) of a kNN over `splits` random stratified 50/50 splits; a note instead
-/// when there is one class only or the split cannot run.
-pub(super) fn f1(
-    x: &ndarray::Array2<f64>,
-    labels: &[String],
-    (k, splits): (usize, usize),
-    seed: u64,
-    what: &str,
-    notes: &mut Vec<String>,
-) -> Result<(Option<f64>, Option<f64>)> {
-    let l = Labels::encode(labels);
-    if l.n_classes() < 2 {
-        notes.push(format!(
-            "{what} F1: only one {what} ({}), nothing to classify",
-            l.classes.first().map(String::as_str).unwrap_or("none")
-        ));
-        return Ok((None, None));
-    }
-    match repeated_split_f1(x.view(), &l, k, splits, 0.5, seed, false) {
-        Ok(r) => Ok((Some(r.f1_mean), Some(r.f1_std))),
-        Err(e) => {
-            notes.push(format!("{what} F1 not computed: {e}"));
-            Ok((None, None))
-        }
-    }
-}
-
 /// Computes the result from the records (sorted by item).
 pub fn finish(
     cfg: &ExperimentConfig,
@@ -488,7 +356,7 @@ pub fn finish(
     let (mut fam_labels, mut size_labels, mut size_rows) = (Vec::new(), Vec::new(), Vec::new());
     let mut z_rows = Vec::new();
     for r in records {
-        let model = r.label_model().to_string();
+        let model = r.meta_str("model").to_string();
         let m = r.profile.shannon_matrix()?;
         if m.nrows() != spec.tokens {
             return Err(Error::Data(format!(
@@ -523,11 +391,7 @@ pub fn finish(
         }
         z_rows.push(z);
     }
-    let to_matrix = |rows: &[Vec<f64>]| {
-        ndarray::Array2::from_shape_vec((rows.len(), d), rows.concat())
-            .map_err(|e| Error::Data(e.to_string()))
-    };
-    let x = to_matrix(&z_rows)?;
+    let x = matrix(&z_rows, d)?;
     let mut notes = Vec::new();
     let (f1_family_mean, f1_family_std) = f1(
         &x,
@@ -545,7 +409,7 @@ pub fn finish(
             notes.push("size F1 leaves out the models of unknown size".into());
         }
         f1(
-            &to_matrix(&size_rows)?,
+            &matrix(&size_rows, d)?,
             &size_labels,
             (spec.k, spec.splits),
             cfg.seed,
@@ -555,7 +419,7 @@ pub fn finish(
     };
     let names: Vec<String> = records
         .iter()
-        .map(|r| r.label_model().to_string())
+        .map(|r| r.meta_str("model").to_string())
         .collect();
     let mut project = |t: &TsneConfig, what: &str| -> Option<Scatter2d> {
         match tsne(x.view(), t) {
@@ -574,21 +438,7 @@ pub fn finish(
         },
         "default",
     );
-    let band = |rows: &BTreeMap<String, Vec<Vec<f64>>>| -> Vec<Band> {
-        spec.models
-            .iter()
-            .filter_map(|m| rows.get(&m.name).map(|r| (m, r)))
-            .map(|(m, r)| {
-                let (mean, std) = mean_std_rows(r);
-                Band {
-                    name: m.name.clone(),
-                    mean,
-                    std,
-                    n: r.len(),
-                }
-            })
-            .collect()
-    };
+    let names_in_order: Vec<String> = spec.models.iter().map(|m| m.name.clone()).collect();
     let result = FamilyResult {
         experiment: "family".into(),
         models: spec
@@ -615,8 +465,8 @@ pub fn finish(
         standardization: "per sample (each interpolated profile z-scored over its depth points)"
             .into(),
         notes,
-        mean_profiles: band(&raw),
-        depth_profiles: band(&depth),
+        mean_profiles: bands(&names_in_order, &raw),
+        depth_profiles: bands(&names_in_order, &depth),
         tsne: tsne_authors,
         tsne_defaults,
     };
@@ -645,8 +495,8 @@ impl FamilyResult {
                 f(r.f1_family_mean, r.f1_family_std),
                 format!(
                     "{:.2} ± {:.2}",
-                    super::paper::TABLE6_F1[0].1,
-                    super::paper::TABLE6_F1[0].2
+                    TABLE6_F1[0].1,
+                    TABLE6_F1[0].2
                 ),
                 models.join(", "),
             ]);
@@ -655,8 +505,8 @@ impl FamilyResult {
                 f(r.f1_size_mean, r.f1_size_std),
                 format!(
                     "{:.2} ± {:.2}",
-                    super::paper::TABLE6_F1[1].1,
-                    super::paper::TABLE6_F1[1].2
+                    TABLE6_F1[1].1,
+                    TABLE6_F1[1].2
                 ),
                 format!(
                     "{} samples per model, {} tokens at T = {}",

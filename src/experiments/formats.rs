@@ -1,7 +1,7 @@
 //! `formats` — do entropy profiles tell output formats apart, and does it hold across Rényi
 //! orders? (Section 5.3, Table 3, Figure 5; Appendix A.5, Figure 9.)
 //!
-//! The topic-format prompts ([`crate::data::formats`]); `tokens` tokens generated per prompt (the
+//! The topic-format prompts ([`crate::data::topics`]); `tokens` tokens generated per prompt (the
 //! paper: 256); Rényi entropies of every order from the same generation (one pass); each profile
 //! split into `windows` equal consecutive windows of tokens, each averaged (the paper: 8); a kNN
 //! per order; PCA of the Shannon features; cosine-similarity matrices between profiles per order.
@@ -10,11 +10,15 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::common::{check_depths, pct, FeatureLayout, Features, KnnScore, Scatter2d};
-use super::config::{alpha_keys, parse_alpha_keys, ExperimentConfig, Plan, Scale};
-use super::paper;
+use super::experiment::Experiment;
+use super::inputs::Topics;
+use super::outputs::{
+    bands_by_label, check_depths, check_knn_feasible, generation_label, pct, FeatureLayout,
+    Features, KnnScore, Scatter2d,
+};
+use super::plan::{Plan, PlanOption};
+use super::settings::{ExperimentConfig, Protocol, Scale, StatSettings, alpha_keys, parse_alpha_keys};
 use super::store::{Record, WorkItem};
-use super::tasks::bands_by_label;
 use crate::analysis::{knn_cross_validate, pca, KnnCvConfig, Labels, Table};
 use crate::error::{Error, Result};
 use crate::lens::{alpha_key, StatSpec};
@@ -23,6 +27,20 @@ use crate::plots::{
     Chart,
 };
 use crate::profile::{aggregate, Aggregation};
+use crate::runner::Profiler;
+
+/// Table 3: format kNN ROC-AUC (%) per Rényi order: model, α, AUC, std.
+pub const TABLE3_FORMATS: [(&str, f64, f64, f64); 6] = [
+    ("Gemma-2-2B-it", 0.5, 97.3, 1.6),
+    ("Gemma-2-2B-it", 1.0, 98.7, 1.1),
+    ("Gemma-2-2B-it", 5.0, 98.4, 1.7),
+    ("Llama-3.2-1B-it", 0.5, 97.8, 1.6),
+    ("Llama-3.2-1B-it", 1.0, 97.8, 2.4),
+    ("Llama-3.2-1B-it", 5.0, 96.6, 2.6),
+];
+
+/// The experiment (registered as `formats`).
+pub struct Formats;
 
 /// What `formats` runs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -41,7 +59,37 @@ pub struct FormatsSpec {
 }
 
 impl FormatsSpec {
-    pub fn new(plan: &Plan) -> Result<Self> {
+    fn orders(&self) -> Result<Vec<f64>> {
+        parse_alpha_keys(&self.alphas)
+    }
+}
+
+impl Experiment for Formats {
+    const NAME: &'static str = "formats";
+    const PAPER: &'static str = "Table 3, Figures 5 and 9";
+    const SUMMARY: &'static str =
+        "output formats told apart by a kNN on windowed profiles, per Rényi order";
+    const OPTIONS: &'static [PlanOption] = &[
+        PlanOption::Data,
+        PlanOption::Chat,
+        PlanOption::Sampling,
+        PlanOption::Tokens,
+        PlanOption::K,
+        PlanOption::Folds,
+        PlanOption::Alphas,
+        PlanOption::Windows,
+    ];
+    type Spec = FormatsSpec;
+    type Result = FormatsResult;
+    type Input = Topics;
+    type Instrument = Profiler;
+
+    fn spec(plan: &Plan) -> Result<FormatsSpec> {
+        if plan.protocol == Protocol::Authors {
+            return Err(Error::invalid(
+                "formats has no authors' protocol: the authors' generation is the paper's (greedy, 256 tokens, 8 windows), and their released classifier scores accuracy with k = 3/5/7 on unshuffled folds, not Table 3's ROC-AUC (docs/results.md); use --protocol paper",
+            ));
+        }
         let (per_format, tokens) = match plan.scale {
             Scale::Smoke => (12, 16),
             Scale::Paper => (150, 256),
@@ -52,7 +100,7 @@ impl FormatsSpec {
                 "formats needs at least one Rényi order (--alpha)",
             ));
         }
-        let spec = Self {
+        let spec = FormatsSpec {
             per_format: plan.n.unwrap_or(per_format),
             tokens: plan.tokens.unwrap_or(tokens),
             windows: plan.windows.unwrap_or(8),
@@ -78,26 +126,44 @@ impl FormatsSpec {
         Ok(spec)
     }
 
-    fn orders(&self) -> Result<Vec<f64>> {
-        parse_alpha_keys(&self.alphas)
+    fn tokens(spec: &FormatsSpec) -> usize {
+        spec.tokens
     }
-}
 
-/// The work items: the topic-format prompts, topic-major.
-pub fn items(spec: &FormatsSpec, topics: &[String]) -> Result<Vec<WorkItem>> {
-    super::validate::items(
-        &super::validate::ValidateSpec {
-            topics: spec.per_format,
-            tokens: spec.tokens,
-        },
-        topics,
-    )
-}
+    /// The topic-format prompts, topic-major.
+    fn items(_: &ExperimentConfig, spec: &FormatsSpec, topics: &Topics) -> Result<Vec<WorkItem>> {
+        topics.format_items(spec.per_format)
+    }
 
-/// Shannon plus every other order of the spec.
-pub fn stat_spec(cfg: &ExperimentConfig, spec: &FormatsSpec) -> Result<StatSpec> {
-    let others: Vec<f64> = spec.orders()?.into_iter().filter(|&a| a != 1.0).collect();
-    cfg.stats.stat_spec(&others)
+    /// Shannon plus every other order of the spec.
+    fn stat_spec(stats: &StatSettings, spec: &FormatsSpec) -> Result<StatSpec> {
+        let others: Vec<f64> = spec.orders()?.into_iter().filter(|&a| a != 1.0).collect();
+        stats.stat_spec(&others)
+    }
+
+    fn check_feasible(_: &ExperimentConfig, spec: &FormatsSpec, items: &[WorkItem]) -> Result<()> {
+        check_knn_feasible(&spec.knn, &[spec.knn.k], items)
+    }
+
+    fn finish(
+        cfg: &ExperimentConfig,
+        spec: &FormatsSpec,
+        records: &[Record],
+    ) -> Result<(FormatsResult, Features)> {
+        finish(cfg, spec, records)
+    }
+
+    fn comparison(results: &[&FormatsResult]) -> Vec<Table> {
+        vec![FormatsResult::comparison(results)]
+    }
+
+    fn tables(result: &FormatsResult) -> Vec<Table> {
+        result.tables()
+    }
+
+    fn charts(result: &FormatsResult) -> Result<Vec<Chart>> {
+        result.charts()
+    }
 }
 
 /// Figure 9 for one order.
@@ -143,7 +209,7 @@ pub fn finish(
     spec: &FormatsSpec,
     records: &[Record],
 ) -> Result<(FormatsResult, Features)> {
-    let l = check_depths(cfg, records)?;
+    let l = check_depths(cfg, spec.tokens, records)?;
     let orders = spec.orders()?;
     let w = spec.windows;
     let mut layout = FeatureLayout {
@@ -208,7 +274,7 @@ pub fn finish(
     let result = FormatsResult {
         experiment: "formats".into(),
         model: cfg.model.name.clone(),
-        generation: super::common::generation_label(cfg),
+        generation: generation_label(cfg),
         n_samples: n,
         n_classes: labels.n_classes(),
         classes: labels.classes.clone(),
@@ -244,7 +310,7 @@ impl FormatsResult {
                 ]);
             }
         }
-        for (m, a, auc, sd) in paper::TABLE3_FORMATS {
+        for (m, a, auc, sd) in TABLE3_FORMATS {
             t.row(vec![
                 m.into(),
                 alpha_key(a),

@@ -1,7 +1,7 @@
 //! `mmlu` — do entropy profiles carry signal about answer correctness? (Appendix A.2, Table 4.)
 //!
 //! A seeded, subject-stratified sample of MMLU questions, each asked in the three prompt styles
-//! of Appendix B.3 ([`crate::data::mmlu::PromptStyle`]). The model's answer is the option letter
+//! of Appendix B.3 ([`crate::data::mmlu_questions::PromptStyle`]). The model's answer is the option letter
 //! of highest next-token probability after the prompt (`letters`, §5.4) or the first option
 //! letter of a greedy generation (`generate`, the authors' code, `--protocol authors`); records
 //! keep the letter probabilities, the chosen and the correct letter. `tokens` tokens are generated
@@ -14,17 +14,34 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::choice::{first_letter, most_probable, Answer, AnswerMethod, LetterTokens};
-use super::common::{check_depths, pct, FeatureLayout, Features, KnnScore};
-use super::config::{token_aggregation, ExperimentConfig, Plan, Protocol, Scale};
-use super::paper;
+use super::experiment::{Batch, Cx, Experiment};
+use super::inputs::{correct_letter, Questions};
+use super::outputs::{
+    bands_by_label, check_depths, pct, shannon_matrices, FeatureLayout, Features, KnnScore,
+};
+use super::plan::{Plan, PlanOption};
+use super::settings::{ExperimentConfig, Protocol, Scale, token_aggregation};
 use super::store::{Record, WorkItem};
-use super::tasks::bands_by_label;
 use crate::analysis::{knn_cross_validate, KnnCvConfig, Labels, Table};
-use crate::data::mmlu::{stratified_sample, PromptStyle, Question};
+use crate::data::mmlu_questions::PromptStyle;
 use crate::error::{Error, Result};
 use crate::plots::{profile_bands, Band, Chart};
 use crate::profile::{aggregate, Aggregation};
-use crate::runner::{ProfileRequest, Profiler};
+use crate::runner::Profiler;
+
+/// Table 4 (instruction-tuned Llama and Gemma): model, prompt style, LLM accuracy (%), kNN ROC-AUC
+/// (%) correct vs wrong, std.
+pub const TABLE4_MMLU: [(&str, &str, f64, f64, f64); 6] = [
+    ("Llama", "base", 50.89, 73.61, 1.52),
+    ("Llama", "humble", 58.51, 69.90, 1.06),
+    ("Llama", "instruct", 60.62, 67.23, 1.62),
+    ("Gemma", "base", 56.10, 71.88, 1.63),
+    ("Gemma", "humble", 54.71, 72.78, 1.15),
+    ("Gemma", "instruct", 56.38, 68.36, 1.23),
+];
+
+/// The experiment (registered as `mmlu`).
+pub struct Mmlu;
 
 /// What `mmlu` runs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -39,8 +56,26 @@ pub struct MmluSpec {
     pub knn: KnnCvConfig,
 }
 
-impl MmluSpec {
-    pub fn new(plan: &Plan) -> Result<Self> {
+impl Experiment for Mmlu {
+    const NAME: &'static str = "mmlu";
+    const PAPER: &'static str = "Table 4";
+    const SUMMARY: &'static str =
+        "MMLU accuracy and correct-vs-wrong kNN per prompt style";
+    const OPTIONS: &'static [PlanOption] = &[
+        PlanOption::Data,
+        PlanOption::Chat,
+        PlanOption::Sampling,
+        PlanOption::Tokens,
+        PlanOption::K,
+        PlanOption::Folds,
+        PlanOption::Method,
+    ];
+    type Spec = MmluSpec;
+    type Result = MmluResult;
+    type Input = Questions;
+    type Instrument = Profiler;
+
+    fn spec(plan: &Plan) -> Result<MmluSpec> {
         let questions = match plan.scale {
             Scale::Smoke => 40,
             Scale::Paper => 1000,
@@ -49,7 +84,7 @@ impl MmluSpec {
             Protocol::Paper => AnswerMethod::Letters,
             Protocol::Authors => AnswerMethod::Generate,
         });
-        let spec = Self {
+        let spec = MmluSpec {
             questions: plan.n.unwrap_or(questions),
             styles: PromptStyle::ALL.to_vec(),
             method,
@@ -64,51 +99,58 @@ impl MmluSpec {
         }
         Ok(spec)
     }
-}
 
-/// The work items: question-major, every style of a question in a row.
-pub fn items(spec: &MmluSpec, seed: u64, questions: &[Question]) -> Result<Vec<WorkItem>> {
-    let sample = stratified_sample(questions, spec.questions, seed)?;
-    Ok(question_items(&sample, &spec.styles))
-}
-
-/// One item per question and style; the item's label is the style.
-pub(crate) fn question_items(sample: &[Question], styles: &[PromptStyle]) -> Vec<WorkItem> {
-    let mut out = Vec::with_capacity(sample.len() * styles.len());
-    for q in sample {
-        for &style in styles {
-            let mut meta = serde_json::Map::new();
-            meta.insert("question".into(), q.id.clone().into());
-            meta.insert("subject".into(), q.subject.clone().into());
-            meta.insert("correct".into(), q.answer_letter().into());
-            out.push(WorkItem {
-                index: out.len(),
-                id: format!("{}-{}", q.id, style.name()),
-                label: style.name().into(),
-                prompt: style.prompt(q),
-                meta,
-            });
-        }
+    fn tokens(spec: &MmluSpec) -> usize {
+        spec.tokens
     }
-    out
-}
 
-/// The correct letter stored with an item.
-pub(crate) fn correct_letter(item: &WorkItem) -> Result<String> {
-    item.meta
-        .get("correct")
-        .and_then(|v| v.as_str())
-        .map(String::from)
-        .ok_or_else(|| Error::Data(format!("item {} has no correct answer", item.id)))
+    /// Question-major: every style of a question in a row.
+    fn items(cfg: &ExperimentConfig, spec: &MmluSpec, questions: &Questions) -> Result<Vec<WorkItem>> {
+        questions.items(spec.questions, cfg.seed, &spec.styles)
+    }
+
+    fn prepare(cx: &Cx<'_, Self>, profiler: &mut Profiler) -> Result<()> {
+        let letters = LetterTokens::new(&profiler.tokenizer)?;
+        cx.log(&format!("option letters compared as token ids {:?}", letters.ids))
+    }
+
+    /// Each question alone: its profile over `tokens` greedy tokens, and the answer.
+    fn measure(cx: &Cx<'_, Self>, profiler: &mut Profiler, batch: &Batch<'_>) -> Result<Vec<Record>> {
+        let letters = LetterTokens::new(&profiler.tokenizer)?;
+        batch
+            .todo()
+            .map(|item| measure(cx.spec, profiler, &letters, item, &cx.request(item)))
+            .collect()
+    }
+
+    fn finish(
+        cfg: &ExperimentConfig,
+        spec: &MmluSpec,
+        records: &[Record],
+    ) -> Result<(MmluResult, Features)> {
+        finish(cfg, spec, records)
+    }
+
+    fn comparison(results: &[&MmluResult]) -> Vec<Table> {
+        vec![MmluResult::comparison(results)]
+    }
+
+    fn tables(result: &MmluResult) -> Vec<Table> {
+        result.tables()
+    }
+
+    fn charts(result: &MmluResult) -> Result<Vec<Chart>> {
+        result.charts()
+    }
 }
 
 /// Runs one item: the profile over `tokens` greedy tokens and the answer.
-pub(crate) fn measure(
+fn measure(
     spec: &MmluSpec,
     profiler: &mut Profiler,
     letters: &LetterTokens,
     item: &WorkItem,
-    req: &ProfileRequest,
+    req: &crate::runner::ProfileRequest,
 ) -> Result<Record> {
     let (profile, logits) = profiler.run_scored(req, None)?;
     let letter_probs = letters.probs(&logits)?;
@@ -133,18 +175,8 @@ pub(crate) fn measure(
     Ok(Record::answered(item, profile, answer))
 }
 
-/// The answer of a record, or a clear error for a folder written by something else.
-pub(crate) fn answer_of(r: &Record) -> Result<&Answer> {
-    r.answer.as_ref().ok_or_else(|| {
-        Error::Data(format!(
-            "record {} has no answer (letter_probs, chosen, correct); the folder was not written by a multiple-choice experiment",
-            r.id
-        ))
-    })
-}
-
 /// Why the kNN cannot run on these labels (too few of a class for the folds, or for k), if so.
-pub(crate) fn knn_obstacle(labels: &Labels, knn: &KnnCvConfig) -> Option<String> {
+fn knn_obstacle(labels: &Labels, knn: &KnnCvConfig) -> Option<String> {
     let n = labels.encoded.len();
     if labels.n_classes() < 2 {
         return Some(format!(
@@ -225,22 +257,19 @@ pub fn finish(
     spec: &MmluSpec,
     records: &[Record],
 ) -> Result<(MmluResult, Features)> {
-    let l = check_depths(cfg, records)?;
+    let l = check_depths(cfg, spec.tokens, records)?;
     let mut features = Features::new(FeatureLayout::tokens_by_layers(
         spec.tokens,
         l,
         "shannon",
         spec.aggregation,
     ));
-    let matrices: Vec<ndarray::Array2<f64>> = records
-        .iter()
-        .map(|r| r.profile.shannon_matrix())
-        .collect::<Result<_>>()?;
+    let matrices = shannon_matrices(records)?;
     for (r, m) in records.iter().zip(&matrices) {
         features.push(r, aggregate(m.view(), spec.aggregation)?.to_vec())?;
     }
     let x = features.matrix()?;
-    let answers: Vec<&Answer> = records.iter().map(answer_of).collect::<Result<_>>()?;
+    let answers: Vec<&Answer> = records.iter().map(Record::answer).collect::<Result<_>>()?;
     let (mut accuracy_by_style, mut auc_by_style, mut by_style) =
         (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
     let mut band_labels = Vec::new();
@@ -354,7 +383,7 @@ impl MmluResult {
                 ]);
             }
         }
-        for (m, style, acc, auc, sd) in paper::TABLE4_MMLU {
+        for (m, style, acc, auc, sd) in TABLE4_MMLU {
             t.row(vec![
                 m.into(),
                 style.into(),

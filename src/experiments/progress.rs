@@ -1,5 +1,5 @@
 //! Progress of a run: items done / total, items per second and time left — a bar on a terminal,
-//! periodic lines elsewhere (notebooks, logs).
+//! one line updated in place in a notebook cell, periodic lines elsewhere (logs).
 
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
@@ -12,7 +12,11 @@ pub enum ProgressMode {
     /// A bar when stderr is a terminal, otherwise lines on stderr.
     #[default]
     Auto,
-    /// Lines on stdout at most every few seconds (notebook cells show them as the run goes).
+    /// One line on stdout rewritten in place (a carriage return before each update, a newline
+    /// at the end): Jupyter folds the carriage returns of a cell's output, live and in the saved
+    /// notebook, so the cell shows the latest status only.
+    Notebook,
+    /// Lines on stdout at most every few seconds.
     Lines,
     /// Nothing.
     Hidden,
@@ -30,18 +34,22 @@ pub struct Progress {
     last_line: Instant,
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum LineTarget {
+    /// Rewrites one line of stdout.
+    InPlace,
     Stdout,
     Stderr,
 }
 
 const LINE_EVERY: Duration = Duration::from_secs(5);
+const IN_PLACE_EVERY: Duration = Duration::from_secs(1);
 
 impl Progress {
     pub fn new(mode: ProgressMode, label: &str, total: usize, done: usize) -> Self {
         let (bar, lines) = match mode {
             ProgressMode::Hidden => (None, None),
+            ProgressMode::Notebook => (None, Some(LineTarget::InPlace)),
             ProgressMode::Lines => (None, Some(LineTarget::Stdout)),
             ProgressMode::Auto if std::io::stderr().is_terminal() => {
                 let bar = ProgressBar::new(total as u64);
@@ -81,10 +89,15 @@ impl Progress {
     }
 
     fn emit(&self, line: &str) {
+        use std::io::Write;
         match self.lines {
             // A full or closed stream must not panic the run (as println! would).
+            Some(LineTarget::InPlace) => {
+                let mut out = std::io::stdout();
+                let _ = write!(out, "\r{line}");
+                let _ = out.flush();
+            }
             Some(LineTarget::Stdout) => {
-                use std::io::Write;
                 let _ = writeln!(std::io::stdout(), "{line}");
             }
             Some(LineTarget::Stderr) => crate::cli::note(line),
@@ -121,9 +134,11 @@ impl Progress {
         if let Some(bar) = &self.bar {
             bar.inc(n as u64);
         }
-        if self.lines.is_some()
-            && (self.last_line.elapsed() >= LINE_EVERY || self.done == self.total)
-        {
+        let every = match self.lines {
+            Some(LineTarget::InPlace) => IN_PLACE_EVERY,
+            _ => LINE_EVERY,
+        };
+        if self.lines.is_some() && (self.last_line.elapsed() >= every || self.done == self.total) {
             self.last_line = Instant::now();
             self.emit(&self.status());
         }
@@ -140,6 +155,13 @@ impl Progress {
     pub fn finish(&self) {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
+        }
+        if self.lines == Some(LineTarget::InPlace) {
+            use std::io::Write;
+            // The final status stays; the next output starts on a line of its own.
+            let mut out = std::io::stdout();
+            let _ = writeln!(out, "\r{}", self.status());
+            let _ = out.flush();
         }
     }
 }

@@ -1,8 +1,8 @@
 //! `report.html`: an experiment's configuration, its numbers beside the paper's, its tables and
 //! charts, in one offline page (plotly.js embedded once).
 
+use super::outcome::Outcome;
 use super::store::StoredConfig;
-use super::Outcome;
 use crate::analysis::Table;
 use crate::error::Result;
 use crate::plots::plotly_js_script;
@@ -17,9 +17,8 @@ fn escape(s: &str) -> String {
 pub fn config_table(stored: &StoredConfig) -> Result<Table> {
     let c = &stored.config;
     let mut t = Table::new("Configuration", &["setting", "value"]);
-    let spec = serde_json::to_value(&c.spec)?;
     let mut rows: Vec<(String, String)> = vec![
-        ("experiment".into(), c.kind().name().into()),
+        ("experiment".into(), c.kind_name().into()),
         ("protocol".into(), c.protocol.name().into()),
         ("scale".into(), c.scale.name().into()),
         (
@@ -68,11 +67,10 @@ pub fn config_table(stored: &StoredConfig) -> Result<Table> {
         ("entropy-lens".into(), c.crate_version.clone()),
         ("config sha256".into(), stored.config_sha256.clone()),
     ];
-    if let Some(obj) = spec.as_object() {
-        for (k, v) in obj.iter().filter(|(k, _)| k.as_str() != "kind") {
-            rows.push((k.clone(), v.to_string()));
-        }
-    }
+    // The spec's own settings, by name.
+    let mut own: Vec<(&String, &serde_json::Value)> = c.spec.fields().iter().collect();
+    own.sort_by_key(|(k, _)| *k);
+    rows.extend(own.into_iter().map(|(k, v)| (k.clone(), v.to_string())));
     for (k, v) in rows {
         t.row(vec![k, v]);
     }
@@ -84,7 +82,7 @@ pub fn report_html(stored: &StoredConfig, outcome: &Outcome) -> Result<String> {
     let c = &stored.config;
     let title = format!(
         "entropy-lens · {} · {} · {} scale",
-        c.kind().name(),
+        c.kind_name(),
         c.model.name,
         c.scale.name()
     );

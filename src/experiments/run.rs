@@ -1,19 +1,22 @@
-//! The run loop: load the model and data, resolve the configuration, skip the items already
-//! recorded, profile the rest batch by batch, then finish (unless this is one shard of several).
+//! The run loop, the same for every experiment: resolve the plan (spec, input, models) into a
+//! configuration, open the output folder (or find the run already there), skip the items already
+//! recorded, then per model measure fixed batches of the items left and append their records;
+//! finish when the folder holds every item (unless it is one shard of several).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use super::choice::LetterTokens;
-use super::config::{ExperimentSpec, Plan, Protocol};
-use super::data::load_data;
+use super::experiment::{Batch, Cx, Experiment, Instrument, Models};
+use super::finish::finish_with;
+use super::outcome::Outcome;
+use super::plan::Plan;
 use super::progress::{format_secs, Progress, ProgressMode};
+use super::settings::{ExperimentConfig, ModelIdentity, Protocol, SpecRecord};
 use super::store::{OutputDir, Record, RunContext, Shard, WorkItem};
-use super::{finish, items, stat_spec, ExperimentConfig, Outcome};
-use super::{mmlu, skip};
 use crate::error::{Error, Result};
-use crate::model::{load, parse_device, LoadOptions, ModelSource};
-use crate::runner::{device_name, ProfileRequest, Profiler, Sampling};
+use crate::model::{parse_device, LoadOptions, ModelSource};
+use crate::profile::provenance::CRATE_VERSION;
+use crate::runner::{default_batch_size, device_name};
 
 /// Where and how to run.
 #[derive(Clone, Debug)]
@@ -23,12 +26,14 @@ pub struct RunOptions {
     /// Run only this slice of the items.
     pub shard: Option<Shard>,
     pub progress: ProgressMode,
-    /// Items run as one batch (left-padded; [`Profiler::run_batch`]); their records are appended
-    /// together. Batches are fixed slices of this shard's items, and a resumed run reruns a batch
-    /// it had only partly recorded, so a resume gives the same bytes as an uninterrupted run at the
-    /// same batch size. Profiles at different batch sizes agree to 1e-5 nats or better, not bitwise;
-    /// MMLU and skipping score one question at a time whatever the batch.
-    pub batch: usize,
+    /// Items measured as one batch (text: one left-padded batch; images: one forward pass);
+    /// `None`: the device's default (8 on the CPU, 32 on a GPU), recorded in `config.json`.
+    /// Batches are fixed slices of this shard's items, and a resumed run reruns a batch it had
+    /// only partly recorded, so a resume gives the same bytes as an uninterrupted run at the same
+    /// batch size (a resume at another size is refused). Profiles at different batch sizes agree
+    /// to 1e-5 nats or better, not bitwise; MMLU and skipping score one question at a time
+    /// whatever the batch.
+    pub batch: Option<usize>,
 }
 
 impl Default for RunOptions {
@@ -37,17 +42,17 @@ impl Default for RunOptions {
             out: None,
             shard: None,
             progress: ProgressMode::Auto,
-            batch: 1,
+            batch: None,
         }
     }
 }
 
 impl RunOptions {
-    /// Progress as lines in the cell output.
+    /// Progress on one line of the cell output, updated in place.
     pub fn notebook(out: impl Into<PathBuf>) -> Self {
         Self {
             out: Some(out.into()),
-            progress: ProgressMode::Lines,
+            progress: ProgressMode::Notebook,
             ..Default::default()
         }
     }
@@ -61,6 +66,8 @@ pub struct RunSummary {
     /// Items profiled by this call, and items found already done.
     pub ran: usize,
     pub resumed: usize,
+    /// Items measured per batch.
+    pub batch: usize,
     pub seconds: f64,
     /// The result; `None` for one shard of several (merge them to get it).
     pub outcome: Option<Outcome>,
@@ -80,7 +87,7 @@ pub fn default_out_dir(cfg: &ExperimentConfig, shard: Option<Shard>) -> PathBuf 
             }
         })
         .collect();
-    let mut name = format!("{}-{model}-{}", cfg.kind().name(), cfg.scale.name());
+    let mut name = format!("{}-{model}-{}", cfg.kind_name(), cfg.scale.name());
     if cfg.protocol == Protocol::Authors {
         name.push_str("-authors");
     }
@@ -90,50 +97,29 @@ pub fn default_out_dir(cfg: &ExperimentConfig, shard: Option<Shard>) -> PathBuf 
     Path::new("runs").join(name)
 }
 
-fn request(cfg: &ExperimentConfig, item: &WorkItem) -> ProfileRequest {
-    let g = &cfg.generation;
-    ProfileRequest {
-        prompt: item.prompt.clone(),
-        generate: cfg.spec.tokens(),
-        ignore_eos: g.ignore_eos,
-        all_positions: false,
-        add_bos: g.add_bos,
-        chat: g.chat,
-        // skip ranks block 1 by its ΔH against the embedding output.
-        include_embed: matches!(cfg.spec, ExperimentSpec::Skip(_)),
-        sampling: Sampling {
-            temperature: g.temperature,
-            top_p: g.sample_top_p,
-            // Per item, so an item's tokens do not depend on which items ran before it.
-            seed: cfg.seed.wrapping_add(item.index as u64),
-        },
-        token_ids: None,
-    }
-}
-
 /// Where a run stands in its folder: the records already written, which items they cover, the
 /// items of this shard (`mine`) and those of them still to do (`todo`).
-pub(super) struct Pending<'a> {
-    pub done: Vec<Record>,
-    pub is_done: Vec<bool>,
-    pub mine: Vec<&'a WorkItem>,
-    pub todo: Vec<&'a WorkItem>,
+struct Pending<'a> {
+    done: Vec<Record>,
+    is_done: Vec<bool>,
+    mine: Vec<&'a WorkItem>,
+    todo: Vec<&'a WorkItem>,
 }
 
 /// Reads the folder's records (recovering from a torn last line) and checks that each belongs to
 /// `all`, the configuration's items.
-pub(super) fn pending<'a>(
+fn pending<'a>(
     out: &OutputDir,
-    dir: &Path,
     all: &'a [WorkItem],
     shard: Option<Shard>,
+    batch: usize,
 ) -> Result<Pending<'a>> {
     let done = out.recover_records()?;
     for r in &done {
         if all.get(r.index).is_none_or(|i| i.id != r.id) {
             return Err(Error::Data(format!(
                 "{}: record {} ({:?}) is not item {} of this configuration ({:?}); the folder was written for other prompts, images or models",
-                dir.display(),
+                out.path.display(),
                 r.index,
                 r.id,
                 r.index,
@@ -145,7 +131,7 @@ pub(super) fn pending<'a>(
     done.iter().for_each(|r| is_done[r.index] = true);
     let mine: Vec<&WorkItem> = all
         .iter()
-        .filter(|i| shard.is_none_or(|s| s.contains(i.index)))
+        .filter(|i| shard.is_none_or(|s| s.contains(i.index, batch)))
         .collect();
     let todo: Vec<&WorkItem> = mine.iter().copied().filter(|i| !is_done[i.index]).collect();
     Ok(Pending {
@@ -156,48 +142,11 @@ pub(super) fn pending<'a>(
     })
 }
 
-/// Ends a run: logs the time spent on the items run now, finishes the folder unless it holds
-/// one shard only, and sums up.
-pub(super) fn conclude(
-    out: &OutputDir,
-    dir: PathBuf,
-    config: ExperimentConfig,
-    shard: Option<Shard>,
-    (ran, mine): (usize, usize),
-    start: Instant,
-) -> Result<RunSummary> {
-    let seconds = start.elapsed().as_secs_f64();
-    if ran > 0 {
-        out.log(&format!(
-            "profiled {ran} items in {} ({:.3} items/s)",
-            format_secs(seconds),
-            ran as f64 / seconds.max(1e-9)
-        ))?;
-    }
-    let outcome = match shard.filter(|s| !s.is_whole()) {
-        Some(_) => None,
-        None => Some(finish(&dir)?),
-    };
-    Ok(RunSummary {
-        dir,
-        config,
-        ran,
-        resumed: mine - ran,
-        seconds,
-        outcome,
-    })
-}
-
-/// Refuses to resume a several-model run (family, vit) whose records for `model` were made with
-/// other weights than those now loaded.
-pub(super) fn check_same_weights(
-    done: &[Record],
-    model: &str,
-    sha256: &str,
-    dir: &Path,
-) -> Result<()> {
+/// Refuses to resume a several-model run whose records for `model` were made with other weights
+/// than those now loaded.
+fn check_same_weights(done: &[Record], model: &str, sha256: &str, dir: &Path) -> Result<()> {
     if let Some(r) = done.iter().find(|r| {
-        r.meta.get("model").and_then(|v| v.as_str()) == Some(model)
+        r.meta_str("model") == model
             && r.profile
                 .provenance
                 .as_ref()
@@ -212,125 +161,223 @@ pub(super) fn check_same_weights(
     Ok(())
 }
 
-/// Runs (or resumes) the experiment `plan` and, when the folder holds every item, finishes it.
-pub fn run(plan: &Plan, opts: &RunOptions) -> Result<RunSummary> {
-    plan.spec()?; // bad sizes fail before anything is loaded
-    match plan.kind {
-        super::ExperimentKind::Family => return super::family::run(plan, opts),
-        super::ExperimentKind::Vit => return super::vit::run(plan, opts),
-        _ => {}
+/// One model of the run: the name its items go by, where it loads from, and its items.
+struct Group<'a> {
+    name: String,
+    source: ModelSource,
+    items: Vec<&'a WorkItem>,
+}
+
+/// Runs (or resumes) experiment `E` as `plan` asks and, when the folder holds every item,
+/// finishes it. `plan.kind` must be `E`'s.
+pub fn run_with<E: Experiment>(plan: &Plan, opts: &RunOptions) -> Result<RunSummary> {
+    if plan.kind.name() != E::NAME {
+        return Err(Error::invalid(format!(
+            "the plan is for the {} experiment, not {}",
+            plan.kind.name(),
+            E::NAME
+        )));
     }
-    let data = load_data(plan)?;
-    let source = match &plan.model {
-        Some(m) => ModelSource::parse(m)?,
-        None => ModelSource::default_model()?,
-    };
+    plan.check_options(E::OPTIONS)?;
+    // Bad sizes and settings fail before anything is loaded.
+    let spec = E::spec(plan)?;
     let device = parse_device(&plan.device)?;
-    let loaded = load(
-        &source,
-        &LoadOptions {
-            device,
-            dtype: plan.dtype,
-        },
-    )?;
-    let cfg = plan.resolve(loaded.model.info(), data.identity.clone())?;
-    let all = items(&cfg, &data)?;
-    super::check_feasible(&cfg, &all)?;
+    let batch = match opts.batch {
+        Some(0) => {
+            return Err(Error::invalid(
+                "--batch must be at least 1 (leave it out for the device's default: 8 on the CPU, 32 on a GPU)",
+            ))
+        }
+        Some(b) => b,
+        None => default_batch_size(&device),
+    };
+    let stats = plan.stat_settings()?;
+    let generation = E::generation(plan, &spec)?;
+    let stat_spec = E::stat_spec(&stats, &spec)?;
+    let models = E::models(plan, &spec)?;
+    let input = E::input(plan, &spec)?;
+    let load_opts = LoadOptions {
+        device: device.clone(),
+        dtype: plan.dtype,
+    };
+
+    // One model is loaded first: the configuration holds its identity. Several are checked
+    // (folder present, Hub files downloadable) before any work, and loaded in turn.
+    let (identity, mut loaded, sources, described) = match &models {
+        Models::One(source) => {
+            let instrument = E::Instrument::load(source, &load_opts, stat_spec.clone())?;
+            let identity = instrument.identity();
+            let device = instrument.device_name();
+            let name = identity.name.clone();
+            (
+                identity,
+                Some(instrument),
+                vec![(name, source.clone())],
+                (source.describe(), device),
+            )
+        }
+        Models::Several(list) => {
+            let mut sources = Vec::with_capacity(list.len());
+            for m in list {
+                E::Instrument::check_source(&m.source)
+                    .and_then(|()| ModelSource::parse(&m.source))
+                    .map(|s| sources.push((m.name.clone(), s)))
+                    .map_err(|e| Error::invalid(format!("model {} ({}): {e}", m.name, m.source)))?;
+            }
+            let names: Vec<&str> = list.iter().map(|m| m.name.as_str()).collect();
+            let joined: Vec<&str> = list.iter().map(|m| m.source.as_str()).collect();
+            (
+                ModelIdentity::several(
+                    &names,
+                    E::Instrument::SEVERAL,
+                    plan.dtype.map(|d| d.as_str()),
+                ),
+                None,
+                sources,
+                (joined.join(", "), device_name(&device)),
+            )
+        }
+    };
+    let several = matches!(models, Models::Several(_));
+    let cfg = ExperimentConfig {
+        spec: SpecRecord::new(E::NAME, &spec)?,
+        protocol: plan.protocol,
+        scale: plan.scale,
+        model: identity,
+        device: plan.device_kind(),
+        data: input.identity.clone(),
+        seed: plan.seed,
+        generation,
+        stats,
+        crate_version: CRATE_VERSION.to_string(),
+    };
+    let all = E::items(&cfg, &spec, &input.value)?;
+    E::check_feasible(&cfg, &spec, &all)?;
     let dir = opts
         .out
         .clone()
         .unwrap_or_else(|| default_out_dir(&cfg, opts.shard));
-    let spec = stat_spec(&cfg)?;
+    let shard = opts.shard.filter(|s| !s.is_whole());
+    let (model_text, device_text) = described;
     let out = OutputDir::prepare(
         &dir,
         &cfg,
         &all,
         RunContext {
-            model: source.describe(),
-            data: data.source.clone(),
-            device: device_name(loaded.model.device()),
-            shard: opts.shard.filter(|s| !s.is_whole()),
-            batch: opts.batch.max(1),
+            model: model_text,
+            data: input.source.clone(),
+            device: device_text.clone(),
+            shard,
+            batch,
         },
     )?;
     let _lock = out.lock()?;
     let Pending {
+        done,
         is_done,
         mine,
         todo,
-        ..
-    } = pending(&out, &dir, &all, opts.shard)?;
-
-    let mut profiler = Profiler::new(loaded, spec)?;
-    let letters = match &cfg.spec {
-        ExperimentSpec::Mmlu(_) | ExperimentSpec::Skip(_) => {
-            let t = LetterTokens::new(&profiler.tokenizer)?;
-            out.log(&format!("option letters compared as token ids {:?}", t.ids))?;
-            Some(t)
-        }
-        _ => None,
-    };
-    let requests: Vec<ProfileRequest> = todo.iter().map(|i| request(&cfg, i)).collect();
-    for (item, req) in todo.iter().zip(&requests) {
-        profiler
-            .checked_prompt_ids(req)
-            .map_err(|e| Error::invalid(format!("item {} ({}): {e}", item.index, item.id)))?;
-    }
-    let batch = opts.batch.max(1);
-    profiler.set_batch_size(batch)?;
+    } = pending(&out, &all, opts.shard, batch)?;
     out.log(&format!(
-        "run: {} on {} ({}), {} of {} items to do{}{}",
-        cfg.kind().name(),
+        "run: {} on {} ({device_text}), {} of {} items to do{}, batches of {batch}",
+        E::NAME,
         out.stored.run.model,
-        device_name(profiler.model.device()),
         todo.len(),
         mine.len(),
-        opts.shard
-            .map(|s| format!(", shard {s}"))
-            .unwrap_or_default(),
-        if batch > 1 {
-            format!(", batches of {batch}")
-        } else {
-            String::new()
-        }
+        shard.map(|s| format!(", shard {s}")).unwrap_or_default(),
     ))?;
-    let label = format!("{} {}", cfg.kind().name(), cfg.model.name);
+    if let (Some(s), true) = (shard, mine.is_empty()) {
+        out.log(&format!(
+            "shard {s} holds no items: {} items in batches of {batch} make {} batches, shared round-robin",
+            all.len(),
+            all.len().div_ceil(batch)
+        ))?;
+    }
+    let groups: Vec<Group> = sources
+        .into_iter()
+        .map(|(name, source)| Group {
+            items: mine
+                .iter()
+                .copied()
+                .filter(|i| !several || i.meta_str("model") == name)
+                .collect(),
+            name,
+            source,
+        })
+        .collect();
+    let label = format!("{} {}", E::NAME, cfg.model.name);
     let mut progress = Progress::new(opts.progress, &label, mine.len(), mine.len() - todo.len());
     let start = Instant::now();
-    // Fixed slices of `mine`, not of `todo`: a batch's composition does not depend on where an
-    // earlier run stopped.
-    for block in mine.chunks(batch) {
-        let pending: Vec<&WorkItem> = block
+    for group in &groups {
+        let left: Vec<&WorkItem> = group
+            .items
             .iter()
             .copied()
             .filter(|i| !is_done[i.index])
             .collect();
-        if pending.is_empty() {
+        if left.is_empty() {
             continue;
         }
-        let records: Vec<Record> = match (&cfg.spec, &letters) {
-            (ExperimentSpec::Mmlu(s), Some(letters)) => pending
-                .iter()
-                .map(|i| mmlu::measure(s, &mut profiler, letters, i, &request(&cfg, i)))
-                .collect::<Result<_>>()?,
-            (ExperimentSpec::Skip(s), Some(letters)) => pending
-                .iter()
-                .map(|i| skip::measure(s, cfg.seed, &mut profiler, letters, i, &request(&cfg, i)))
-                .collect::<Result<_>>()?,
-            _ => {
-                let reqs: Vec<ProfileRequest> = block.iter().map(|i| request(&cfg, i)).collect();
-                profiler
-                    .run_batch(&reqs)?
-                    .into_iter()
-                    .zip(block)
-                    .filter(|(_, i)| !is_done[i.index])
-                    .map(|(p, i)| Record::new(i, p))
-                    .collect()
+        let mut instrument = match loaded.take() {
+            Some(i) => i,
+            None => {
+                E::Instrument::load(&group.source, &load_opts, stat_spec.clone()).map_err(|e| {
+                    Error::invalid(format!(
+                        "model {} ({}): {e}",
+                        group.name,
+                        group.source.describe()
+                    ))
+                })?
             }
         };
-        out.append(&records)?;
-        progress.inc(records.len());
+        if several {
+            check_same_weights(&done, &group.name, &instrument.identity().sha256, &dir)?;
+        }
+        let cx = Cx::<E>::new(&cfg, &spec, &input.value, &group.name, &out);
+        E::Instrument::check_items(&cx, &instrument, &left)?;
+        E::prepare(&cx, &mut instrument)?;
+        instrument.set_batch_size(batch)?;
+        // Fixed slices of the model's items, not of those left: a batch's composition does not
+        // depend on where an earlier run stopped.
+        for block in group.items.chunks(batch) {
+            let b = Batch::new(block, block.iter().map(|i| is_done[i.index]).collect());
+            if b.is_done() {
+                continue;
+            }
+            let records = E::measure(&cx, &mut instrument, &b)?;
+            let wanted: Vec<usize> = b.todo().map(|i| i.index).collect();
+            let got: Vec<usize> = records.iter().map(|r| r.index).collect();
+            if got != wanted {
+                return Err(Error::Data(format!(
+                    "{} measured items {got:?} for a batch whose items to record are {wanted:?}",
+                    E::NAME
+                )));
+            }
+            out.append(&records)?;
+            progress.inc(records.len());
+        }
     }
     progress.finish();
-    conclude(&out, dir, cfg, opts.shard, (todo.len(), mine.len()), start)
+    let seconds = start.elapsed().as_secs_f64();
+    let ran = todo.len();
+    if ran > 0 {
+        out.log(&format!(
+            "profiled {ran} items in {} ({:.3} items/s)",
+            format_secs(seconds),
+            ran as f64 / seconds.max(1e-9)
+        ))?;
+    }
+    let outcome = match shard {
+        Some(_) => None,
+        None => Some(finish_with::<E>(&dir)?),
+    };
+    Ok(RunSummary {
+        dir,
+        config: cfg,
+        ran,
+        resumed: mine.len() - ran,
+        batch,
+        seconds,
+        outcome,
+    })
 }

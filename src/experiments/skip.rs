@@ -16,12 +16,14 @@ use ndarray::Array1;
 use serde::{Deserialize, Serialize};
 
 use super::choice::{most_probable, Answer, LetterTokens, SkipTrial};
-use super::common::{pct, FeatureLayout, Features};
-use super::config::{ExperimentConfig, Plan, Scale};
-use super::mmlu::{answer_of, correct_letter, question_items};
+use super::experiment::{Batch, Cx, Experiment};
+use super::inputs::{correct_letter, Questions};
+use super::outputs::{pct, FeatureLayout, Features};
+use super::plan::{Plan, PlanOption};
+use super::settings::{ExperimentConfig, Protocol, Scale};
 use super::store::{Record, WorkItem};
 use crate::analysis::Table;
-use crate::data::mmlu::{stratified_sample, PromptStyle, Question};
+use crate::data::mmlu_questions::PromptStyle;
 use crate::error::{Error, Result};
 use crate::plots::{delta_mean_bars, skip_curves, Chart};
 use crate::profile::{blocks_to_skip, Aggregation, SkipStrategy};
@@ -29,6 +31,9 @@ use crate::runner::{ProfileRequest, Profiler};
 
 /// The three ways of choosing blocks, in the order of the result's curves.
 pub const STRATEGIES: [&str; 3] = ["expansion", "pruning", "random"];
+
+/// The experiment (registered as `skip`).
+pub struct Skip;
 
 /// What `skip` runs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -40,12 +45,39 @@ pub struct SkipSpec {
 }
 
 impl SkipSpec {
-    pub fn new(plan: &Plan) -> Result<Self> {
+    /// Blocks skipped at `fraction` of a depth of `l`: rounded, at least one, at most l.
+    pub fn blocks_at(fraction: f64, l: usize) -> usize {
+        ((fraction * l as f64).round() as usize).clamp(1, l.max(1))
+    }
+}
+
+impl Experiment for Skip {
+    const NAME: &'static str = "skip";
+    const PAPER: &'static str = "Figure 6";
+    const SUMMARY: &'static str =
+        "MMLU accuracy with the blocks of largest entropy increase or decrease skipped";
+    const OPTIONS: &'static [PlanOption] = &[
+        PlanOption::Data,
+        PlanOption::Chat,
+        PlanOption::Tokens,
+        PlanOption::Style,
+    ];
+    type Spec = SkipSpec;
+    type Result = SkipResult;
+    type Input = Questions;
+    type Instrument = Profiler;
+
+    fn spec(plan: &Plan) -> Result<SkipSpec> {
+        if plan.protocol == Protocol::Authors {
+            return Err(Error::invalid(
+                "skip has no authors' protocol: the authors released no code for layer skipping; use --protocol paper",
+            ));
+        }
         let questions = match plan.scale {
             Scale::Smoke => 20,
             Scale::Paper => 500,
         };
-        let spec = Self {
+        let spec = SkipSpec {
             questions: plan.n.unwrap_or(questions),
             style: plan.style.unwrap_or(PromptStyle::Base),
             fractions: vec![0.1, 0.2, 0.3, 0.4, 0.5],
@@ -61,16 +93,53 @@ impl SkipSpec {
         Ok(spec)
     }
 
-    /// Blocks skipped at `fraction` of a depth of `l`: rounded, at least one, at most l.
-    pub fn blocks_at(fraction: f64, l: usize) -> usize {
-        ((fraction * l as f64).round() as usize).clamp(1, l.max(1))
+    /// None: the answer is read after the prompt.
+    fn tokens(_: &SkipSpec) -> usize {
+        0
     }
-}
 
-/// One item per question, in the spec's style.
-pub fn items(spec: &SkipSpec, seed: u64, questions: &[Question]) -> Result<Vec<WorkItem>> {
-    let sample = stratified_sample(questions, spec.questions, seed)?;
-    Ok(question_items(&sample, &[spec.style]))
+    /// One item per question, in the spec's style.
+    fn items(cfg: &ExperimentConfig, spec: &SkipSpec, questions: &Questions) -> Result<Vec<WorkItem>> {
+        questions.items(spec.questions, cfg.seed, &[spec.style])
+    }
+
+    fn prepare(cx: &Cx<'_, Self>, profiler: &mut Profiler) -> Result<()> {
+        let letters = LetterTokens::new(&profiler.tokenizer)?;
+        cx.log(&format!("option letters compared as token ids {:?}", letters.ids))
+    }
+
+    /// Each question alone, unskipped then with blocks skipped.
+    fn measure(cx: &Cx<'_, Self>, profiler: &mut Profiler, batch: &Batch<'_>) -> Result<Vec<Record>> {
+        let letters = LetterTokens::new(&profiler.tokenizer)?;
+        batch
+            .todo()
+            .map(|item| {
+                // Block 1 is ranked by its ΔH against the embedding output.
+                let req = cx.request(item).include_embed(true);
+                measure(cx.spec, cx.cfg.seed, profiler, &letters, item, &req)
+            })
+            .collect()
+    }
+
+    fn finish(
+        cfg: &ExperimentConfig,
+        spec: &SkipSpec,
+        records: &[Record],
+    ) -> Result<(SkipResult, Features)> {
+        finish(cfg, spec, records)
+    }
+
+    fn comparison(results: &[&SkipResult]) -> Vec<Table> {
+        vec![SkipResult::comparison(results)]
+    }
+
+    fn tables(result: &SkipResult) -> Vec<Table> {
+        result.tables()
+    }
+
+    fn charts(result: &SkipResult) -> Result<Vec<Chart>> {
+        result.charts()
+    }
 }
 
 /// ΔH_b for b = 1..=L at the measured position: H_b − H_{b−1}, H_0 from the embedding output.
@@ -102,7 +171,7 @@ fn strategy(name: &str, seed: u64) -> SkipStrategy {
 
 /// Runs one question: unskipped (the profile with layer 0, the answer), then once per fraction and
 /// strategy with the chosen blocks skipped.
-pub(crate) fn measure(
+fn measure(
     spec: &SkipSpec,
     seed: u64,
     profiler: &mut Profiler,
@@ -222,7 +291,7 @@ pub fn finish(
                 .chain(p.shannon.iter().copied())
                 .collect(),
         )?;
-        let a = answer_of(r)?;
+        let a = r.answer()?;
         unskipped += usize::from(a.is_correct());
         if a.trials.len() != spec.fractions.len() * STRATEGIES.len() {
             return Err(Error::Data(format!(

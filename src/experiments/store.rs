@@ -17,7 +17,7 @@
 // User input reaches this module (issue 10): no unwrap or expect outside tests.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -26,7 +26,8 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use sha2::Digest;
 
-use super::config::ExperimentConfig;
+use super::choice::Answer;
+use super::settings::ExperimentConfig;
 use crate::error::{Error, Result};
 use crate::profile::EntropyProfile;
 
@@ -38,8 +39,12 @@ pub const RESULT_FILE: &str = "result.json";
 pub const REPORT_FILE: &str = "report.html";
 pub const LOG_FILE: &str = "run.log";
 
-/// A deterministic slice of the work items: item `i` belongs to shard `i mod count` (1-based
-/// `index`), so every shard gets a balanced mix of classes.
+/// A deterministic slice of the work items. Items are cut into batches of the run's batch size
+/// (items 0..b, b..2b, …), and batch k belongs to shard k mod count + 1: a shard measures each of its
+/// batches exactly as the unsharded run does (batched profiles depend on a batch's composition in
+/// the last bits), so merged shards give the unsharded bytes. Items are class-interleaved, so every
+/// shard still gets a mix of classes. With batches of one item, item i belongs to shard
+/// i mod count + 1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Shard {
     /// 1..=count.
@@ -48,8 +53,17 @@ pub struct Shard {
 }
 
 impl Shard {
-    pub fn contains(&self, item: usize) -> bool {
-        item % self.count == self.index - 1
+    /// Whether `item` belongs to this shard of a run measuring `batch` items at a time.
+    pub fn contains(&self, item: usize, batch: usize) -> bool {
+        (item / batch.max(1)) % self.count == self.index - 1
+    }
+
+    /// The shard `item` belongs to.
+    pub fn of(item: usize, batch: usize, count: usize) -> Shard {
+        Shard {
+            index: (item / batch.max(1)) % count.max(1) + 1,
+            count: count.max(1),
+        }
     }
 
     pub fn is_whole(&self) -> bool {
@@ -134,9 +148,20 @@ pub struct WorkItem {
     pub id: String,
     pub label: String,
     pub prompt: String,
-    /// Experiment-specific details (template, topic, …).
+    /// Experiment-specific details (template, topic, …), in key order.
     #[serde(default)]
-    pub meta: serde_json::Map<String, serde_json::Value>,
+    pub meta: BTreeMap<String, serde_json::Value>,
+}
+
+impl WorkItem {
+    /// A meta value as text (`""` when absent or not a string).
+    pub fn meta_str(&self, key: &str) -> &str {
+        meta_str(&self.meta, key)
+    }
+}
+
+fn meta_str<'a>(meta: &'a BTreeMap<String, serde_json::Value>, key: &str) -> &'a str {
+    meta.get(key).and_then(|v| v.as_str()).unwrap_or("")
 }
 
 /// One line of `records.jsonl`: a work item and its measured profile (with provenance).
@@ -146,10 +171,10 @@ pub struct Record {
     pub id: String,
     pub label: String,
     #[serde(default)]
-    pub meta: serde_json::Map<String, serde_json::Value>,
+    pub meta: BTreeMap<String, serde_json::Value>,
     /// The model's answer (multiple-choice experiments: `mmlu`, `skip`), its fields inline.
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
-    pub answer: Option<super::choice::Answer>,
+    pub answer: Option<Answer>,
     pub profile: EntropyProfile,
 }
 
@@ -165,12 +190,23 @@ impl Record {
         }
     }
 
+    /// A meta value as text (`""` when absent or not a string).
+    pub fn meta_str(&self, key: &str) -> &str {
+        meta_str(&self.meta, key)
+    }
+
+    /// The model's answer, or a clear error for a folder written by something else.
+    pub fn answer(&self) -> Result<&Answer> {
+        self.answer.as_ref().ok_or_else(|| {
+            Error::Data(format!(
+                "record {} has no answer (letter_probs, chosen, correct); the folder was not written by a multiple-choice experiment",
+                self.id
+            ))
+        })
+    }
+
     /// A record with the model's answer; labelled `correct` or `wrong`.
-    pub fn answered(
-        item: &WorkItem,
-        profile: EntropyProfile,
-        answer: super::choice::Answer,
-    ) -> Self {
+    pub fn answered(item: &WorkItem, profile: EntropyProfile, answer: Answer) -> Self {
         Self {
             label: if answer.is_correct() {
                 "correct"
@@ -430,7 +466,7 @@ impl OutputDir {
                 )));
             }
             if let Some(shard) = self.stored.run.shard {
-                if !shard.contains(r.index) {
+                if !shard.contains(r.index, self.stored.run.batch) {
                     return Err(Error::Data(format!(
                         "{} line {}: item {} does not belong to shard {shard}",
                         path.display(),
@@ -573,9 +609,15 @@ mod tests {
         let s: Shard = "2/3".parse().unwrap();
         assert_eq!(s, Shard { index: 2, count: 3 });
         assert_eq!(
-            (0..9).filter(|&i| s.contains(i)).collect::<Vec<_>>(),
+            (0..9).filter(|&i| s.contains(i, 1)).collect::<Vec<_>>(),
             vec![1, 4, 7]
         );
+        // Whole batches go to one shard.
+        assert_eq!(
+            (0..20).filter(|&i| s.contains(i, 4)).collect::<Vec<_>>(),
+            vec![4, 5, 6, 7, 16, 17, 18, 19]
+        );
+        assert_eq!(Shard::of(17, 4, 3), s);
         for bad in ["0/3", "4/3", "1/0", "x", "1-3"] {
             assert!(bad
                 .parse::<Shard>()

@@ -10,16 +10,43 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::common::{check_depths, labels_for, pct, FeatureLayout, Features, KnnScore, Scatter2d};
-use super::config::{token_aggregation, ExperimentConfig, Plan, Protocol, Scale};
-use super::paper;
+use super::experiment::Experiment;
+use super::inputs::Stories;
+use super::outputs::{
+    bands_by_label, check_depths, check_knn_feasible, generation_label, labels_for, pct,
+    shannon_matrices, FeatureLayout, Features, KnnScore, Scatter2d,
+};
+use super::plan::{Plan, PlanOption};
+use super::settings::{ExperimentConfig, Generation, Protocol, Scale, token_aggregation};
 use super::store::{Record, WorkItem};
 use crate::analysis::{knn_cross_validate, pca, KnnCvConfig, KnnCvResult, Table};
 use crate::data::tinystories::{authors_task_prompts, task_prompts};
 use crate::error::{Error, Result};
-use crate::lens::StatSpec;
 use crate::plots::{profile_bands, projection_scatter, Band, Chart};
 use crate::profile::{aggregate, select_layers, Aggregation, LayerSubset};
+use crate::runner::Profiler;
+
+/// Table 2: task-type kNN ROC-AUC (%, mean ± std over 10 folds): model, size, AUC, std.
+pub const TABLE2_TASKS: [(&str, &str, f64, f64); 6] = [
+    ("Gemma-2-it", "2.1B", 97.66, 0.47),
+    ("Gemma-2-it", "8.9B", 98.38, 0.50),
+    ("Llama-3.2-it", "1B", 94.94, 0.79),
+    ("Llama-3.2-it", "3B", 94.77, 0.93),
+    ("Llama-3-it", "8B", 96.10, 0.67),
+    ("Phi-3", "3.6B", 97.07, 0.87),
+];
+
+/// Table 5 (Gemma-2-2B-it, k = 11, sampled generation): layer subset, AUC (%), std.
+pub const TABLE5_SUBSETS: [(&str, f64, f64); 5] = [
+    ("first-only", 68.34, 2.68),
+    ("middle-only", 78.83, 3.07),
+    ("last-only", 76.78, 2.36),
+    ("first+middle+last", 86.13, 1.41),
+    ("all", 90.49, 1.76),
+];
+
+/// The experiment (registered as `tasks`).
+pub struct Tasks;
 
 /// What `tasks` runs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -36,13 +63,29 @@ pub struct TasksSpec {
     pub subset_k: usize,
 }
 
-impl TasksSpec {
-    pub fn new(plan: &Plan) -> Result<Self> {
+impl Experiment for Tasks {
+    const NAME: &'static str = "tasks";
+    const PAPER: &'static str = "Tables 2 and 5, Figure 10";
+    const SUMMARY: &'static str = "TinyStories task types told apart by a kNN on the profiles";
+    const OPTIONS: &'static [PlanOption] = &[
+        PlanOption::Data,
+        PlanOption::Chat,
+        PlanOption::Sampling,
+        PlanOption::Tokens,
+        PlanOption::K,
+        PlanOption::Folds,
+    ];
+    type Spec = TasksSpec;
+    type Result = TasksResult;
+    type Input = Stories;
+    type Instrument = Profiler;
+
+    fn spec(plan: &Plan) -> Result<TasksSpec> {
         let per_task = match plan.scale {
             Scale::Smoke => 12,
             Scale::Paper => 800,
         };
-        let spec = Self {
+        let spec = TasksSpec {
             per_task: plan.n.unwrap_or(per_task),
             // The authors average over 8 generated tokens (Tables 2 and 4).
             tokens: plan.tokens.unwrap_or(8),
@@ -57,29 +100,30 @@ impl TasksSpec {
         }
         Ok(spec)
     }
-}
 
-/// The work items: the paper's prompts (story-major, three tasks per story), or the authors'
-/// generator under `--protocol authors`.
-pub fn items(
-    spec: &TasksSpec,
-    protocol: Protocol,
-    seed: u64,
-    stories: &[String],
-) -> Result<Vec<WorkItem>> {
-    let prompts = match protocol {
-        Protocol::Paper => task_prompts(stories, spec.per_task, seed)?,
-        Protocol::Authors => authors_task_prompts(stories, spec.per_task, seed)?,
-    };
-    Ok(prompts
-        .into_iter()
-        .enumerate()
-        .map(|(index, p)| {
-            let mut meta = serde_json::Map::new();
-            meta.insert("template".into(), p.template.name().into());
-            meta.insert("phrasing".into(), p.phrasing.into());
-            meta.insert("story".into(), p.story_index.into());
-            WorkItem {
+    fn tokens(spec: &TasksSpec) -> usize {
+        spec.tokens
+    }
+
+    /// The authors' TinyStories runner samples at temperature 1 (`run_experiments_ts.py`).
+    fn generation(plan: &Plan, _: &TasksSpec) -> Result<Generation> {
+        plan.generation(match plan.protocol {
+            Protocol::Paper => 0.0,
+            Protocol::Authors => 1.0,
+        })
+    }
+
+    /// The paper's prompts (story-major, three tasks per story), or the authors' generator under
+    /// `--protocol authors`.
+    fn items(cfg: &ExperimentConfig, spec: &TasksSpec, stories: &Stories) -> Result<Vec<WorkItem>> {
+        let prompts = match cfg.protocol {
+            Protocol::Paper => task_prompts(&stories.0, spec.per_task, cfg.seed)?,
+            Protocol::Authors => authors_task_prompts(&stories.0, spec.per_task, cfg.seed)?,
+        };
+        Ok(prompts
+            .into_iter()
+            .enumerate()
+            .map(|(index, p)| WorkItem {
                 index,
                 id: format!(
                     "story{:04}-{}-{}-{}",
@@ -90,15 +134,39 @@ pub fn items(
                 ),
                 label: p.task.name().into(),
                 prompt: p.prompt,
-                meta,
-            }
-        })
-        .collect())
-}
+                meta: [
+                    ("template".to_string(), p.template.name().into()),
+                    ("phrasing".to_string(), p.phrasing.into()),
+                    ("story".to_string(), p.story_index.into()),
+                ]
+                .into(),
+            })
+            .collect())
+    }
 
-/// Shannon entropy only.
-pub fn stat_spec(cfg: &ExperimentConfig) -> Result<StatSpec> {
-    cfg.stats.stat_spec(&[])
+    fn check_feasible(_: &ExperimentConfig, spec: &TasksSpec, items: &[WorkItem]) -> Result<()> {
+        check_knn_feasible(&spec.knn, &[spec.knn.k, spec.subset_k], items)
+    }
+
+    fn finish(
+        cfg: &ExperimentConfig,
+        spec: &TasksSpec,
+        records: &[Record],
+    ) -> Result<(TasksResult, Features)> {
+        finish(cfg, spec, records)
+    }
+
+    fn comparison(results: &[&TasksResult]) -> Vec<Table> {
+        TasksResult::comparison(results)
+    }
+
+    fn tables(result: &TasksResult) -> Vec<Table> {
+        result.tables()
+    }
+
+    fn charts(result: &TasksResult) -> Result<Vec<Chart>> {
+        result.charts()
+    }
 }
 
 /// The kNN AUC of one layer subset (Table 5).
@@ -164,44 +232,13 @@ pub struct TasksResult {
     pub pca: Scatter2d,
 }
 
-fn shannon_matrices(records: &[Record]) -> Result<Vec<ndarray::Array2<f64>>> {
-    records.iter().map(|r| r.profile.shannon_matrix()).collect()
-}
-
-/// Mean ± std over the records of each label of their token-averaged profiles.
-pub(crate) fn bands_by_label(
-    records: &[Record],
-    matrices: &[ndarray::Array2<f64>],
-    classes: &[String],
-) -> Result<Vec<Band>> {
-    let mut out = Vec::new();
-    for c in classes {
-        let rows: Vec<Vec<f64>> = records
-            .iter()
-            .zip(matrices)
-            .filter(|(r, _)| &r.label == c)
-            .map(|(_, m)| aggregate(m.view(), Aggregation::Mean).map(|a| a.to_vec()))
-            .collect::<Result<_>>()?;
-        let l = rows.first().map(Vec::len).unwrap_or(0);
-        let m = ndarray::Array2::from_shape_vec((rows.len(), l), rows.concat())
-            .map_err(|e| Error::Data(e.to_string()))?;
-        out.push(Band {
-            name: c.clone(),
-            mean: m.mean_axis(ndarray::Axis(0)).unwrap_or_default().to_vec(),
-            std: m.std_axis(ndarray::Axis(0), 0.0).to_vec(),
-            n: rows.len(),
-        });
-    }
-    Ok(out)
-}
-
 /// Computes the result from the records (sorted by item).
 pub fn finish(
     cfg: &ExperimentConfig,
     spec: &TasksSpec,
     records: &[Record],
 ) -> Result<(TasksResult, Features)> {
-    let l = check_depths(cfg, records)?;
+    let l = check_depths(cfg, spec.tokens, records)?;
     let matrices = shannon_matrices(records)?;
     let mut features = Features::new(FeatureLayout::tokens_by_layers(
         spec.tokens,
@@ -247,7 +284,7 @@ pub fn finish(
     let result = TasksResult {
         experiment: "tasks".into(),
         model: cfg.model.name.clone(),
-        generation: super::common::generation_label(cfg),
+        generation: generation_label(cfg),
         n_samples: knn.n_samples,
         n_features: knn.n_features,
         n_classes: knn.n_classes,
@@ -296,7 +333,7 @@ impl TasksResult {
                 ),
             ]);
         }
-        for (m, size, auc, sd) in paper::TABLE2_TASKS {
+        for (m, size, auc, sd) in TABLE2_TASKS {
             t2.row(vec![
                 m.into(),
                 size.into(),
@@ -323,7 +360,7 @@ impl TasksResult {
             format!("Layer subsets (Table 5): kNN ROC-AUC (%), k = {k}, ours beside the paper's"),
             &refs,
         );
-        for (s, (name, auc, sd)) in LayerSubset::ALL_SUBSETS.iter().zip(paper::TABLE5_SUBSETS) {
+        for (s, (name, auc, sd)) in LayerSubset::ALL_SUBSETS.iter().zip(TABLE5_SUBSETS) {
             let mut row = vec![name.to_string()];
             for r in results {
                 let ours = r.layer_subsets.get(*s);

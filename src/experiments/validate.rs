@@ -12,18 +12,31 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::common::{check_depths, FeatureLayout, Features};
-use super::config::{ExperimentConfig, Plan, Scale};
-use super::paper;
+use super::experiment::Experiment;
+use super::inputs::Topics;
+use super::outputs::{check_depths, generation_label, FeatureLayout, Features};
+use super::plan::{Plan, PlanOption};
+use super::settings::{ExperimentConfig, Protocol, Scale, StatSettings};
 use super::store::{Record, WorkItem};
 use crate::analysis::metrics::{mean_std, spearman};
 use crate::analysis::validation::C2Accumulator;
 use crate::analysis::Table;
-use crate::data::formats::format_prompts;
 use crate::error::{Error, Result};
 use crate::lens::StatSpec;
 use crate::plots::{xy_lines, xy_scatter, Chart};
 use crate::profile::{aggregate, delta, Aggregation};
+use crate::runner::Profiler;
+
+/// Table 1: Spearman ρ between ΔH and the change of the top-p (p = 0.6) candidate count.
+pub const TABLE1_C1: [(&str, f64); 4] = [
+    ("Llama-3.2-1B", 0.8250),
+    ("Llama-3.2-3B", 0.7365),
+    ("Gemma-2-2B", 0.8804),
+    ("Gemma-2-9B", 0.8540),
+];
+
+/// The experiment (registered as `validate`).
+pub struct Validate;
 
 /// What `validate` runs: the topic-format prompts of `topics` topics (three formats each).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -33,13 +46,33 @@ pub struct ValidateSpec {
     pub tokens: usize,
 }
 
-impl ValidateSpec {
-    pub fn new(plan: &Plan) -> Result<Self> {
+impl Experiment for Validate {
+    const NAME: &'static str = "validate";
+    const PAPER: &'static str = "Table 1, Figure 1";
+    const SUMMARY: &'static str =
+        "C1 (ΔH against Δ top-p count) and C2 (top-p overlap of adjacent blocks)";
+    const OPTIONS: &'static [PlanOption] = &[
+        PlanOption::Data,
+        PlanOption::Chat,
+        PlanOption::Sampling,
+        PlanOption::Tokens,
+    ];
+    type Spec = ValidateSpec;
+    type Result = ValidateResult;
+    type Input = Topics;
+    type Instrument = Profiler;
+
+    fn spec(plan: &Plan) -> Result<ValidateSpec> {
+        if plan.protocol == Protocol::Authors {
+            return Err(Error::invalid(
+                "validate has no authors' protocol: the authors released no code for C1 and C2; use --protocol paper",
+            ));
+        }
         let (topics, tokens) = match plan.scale {
             Scale::Smoke => (4, 8),
             Scale::Paper => (150, 32),
         };
-        let spec = Self {
+        let spec = ValidateSpec {
             topics: plan.n.unwrap_or(topics),
             tokens: plan.tokens.unwrap_or(tokens),
         };
@@ -50,33 +83,42 @@ impl ValidateSpec {
         }
         Ok(spec)
     }
-}
 
-/// The work items: the topic-format prompts, topic-major.
-pub fn items(spec: &ValidateSpec, topics: &[String]) -> Result<Vec<WorkItem>> {
-    Ok(format_prompts(topics, spec.topics)?
-        .into_iter()
-        .enumerate()
-        .map(|(index, p)| {
-            let mut meta = serde_json::Map::new();
-            meta.insert("topic".into(), p.topic.clone().into());
-            meta.insert("format".into(), p.format.name().into());
-            WorkItem {
-                index,
-                id: format!("topic{:03}-{}", p.topic_index, p.format.name()),
-                label: p.format.name().into(),
-                prompt: p.prompt,
-                meta,
-            }
-        })
-        .collect())
-}
+    fn tokens(spec: &ValidateSpec) -> usize {
+        spec.tokens
+    }
 
-/// Shannon entropy, top-p counts and the overlap of adjacent blocks' top-p sets.
-pub fn stat_spec(cfg: &ExperimentConfig) -> Result<StatSpec> {
-    let mut spec = cfg.stats.stat_spec(&[])?;
-    spec.top_p_overlap = true;
-    Ok(spec)
+    /// The topic-format prompts, topic-major.
+    fn items(_: &ExperimentConfig, spec: &ValidateSpec, topics: &Topics) -> Result<Vec<WorkItem>> {
+        topics.format_items(spec.topics)
+    }
+
+    /// Shannon entropy, top-p counts and the overlap of adjacent blocks' top-p sets.
+    fn stat_spec(stats: &StatSettings, _: &ValidateSpec) -> Result<StatSpec> {
+        let mut spec = stats.stat_spec(&[])?;
+        spec.top_p_overlap = true;
+        Ok(spec)
+    }
+
+    fn finish(
+        cfg: &ExperimentConfig,
+        spec: &ValidateSpec,
+        records: &[Record],
+    ) -> Result<(ValidateResult, Features)> {
+        finish(cfg, spec, records)
+    }
+
+    fn comparison(results: &[&ValidateResult]) -> Vec<Table> {
+        vec![ValidateResult::comparison(results)]
+    }
+
+    fn tables(result: &ValidateResult) -> Vec<Table> {
+        result.tables()
+    }
+
+    fn charts(result: &ValidateResult) -> Result<Vec<Chart>> {
+        result.charts()
+    }
 }
 
 /// C2 at one block (compared with the block before it).
@@ -131,8 +173,12 @@ pub struct ValidateResult {
 const SCATTER_POINTS: usize = 2000;
 
 /// Computes the result from the records (sorted by item).
-pub fn finish(cfg: &ExperimentConfig, records: &[Record]) -> Result<(ValidateResult, Features)> {
-    let l = check_depths(cfg, records)?;
+pub fn finish(
+    cfg: &ExperimentConfig,
+    spec: &ValidateSpec,
+    records: &[Record],
+) -> Result<(ValidateResult, Features)> {
+    let l = check_depths(cfg, spec.tokens, records)?;
     if l < 2 {
         return Err(Error::Data("C1 and C2 need at least two blocks".into()));
     }
@@ -142,7 +188,7 @@ pub fn finish(cfg: &ExperimentConfig, records: &[Record]) -> Result<(ValidateRes
     let (mut h_sum, mut c_sum) = (vec![0.0; l], vec![0.0; l]);
     let mut n_positions = 0usize;
     let mut features = Features::new(FeatureLayout::tokens_by_layers(
-        cfg.spec.tokens(),
+        spec.tokens,
         l,
         "shannon",
         Aggregation::Concat,
@@ -197,7 +243,7 @@ pub fn finish(cfg: &ExperimentConfig, records: &[Record]) -> Result<(ValidateRes
     let result = ValidateResult {
         experiment: "validate".into(),
         model: cfg.model.name.clone(),
-        generation: super::common::generation_label(cfg),
+        generation: generation_label(cfg),
         n_layers: l,
         n_prompts: records.len(),
         n_positions,
@@ -227,7 +273,7 @@ pub fn finish(cfg: &ExperimentConfig, records: &[Record]) -> Result<(ValidateRes
 }
 
 fn opt(x: Option<f64>, digits: usize) -> String {
-    crate::analysis::report::fmt_opt(x, digits)
+    crate::analysis::table::fmt_opt(x, digits)
 }
 
 impl ValidateResult {
@@ -253,7 +299,7 @@ impl ValidateResult {
                 ),
             ]);
         }
-        for (m, rho) in paper::TABLE1_C1 {
+        for (m, rho) in TABLE1_C1 {
             t.row(vec![
                 m.into(),
                 format!("{rho:.4}"),

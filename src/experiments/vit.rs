@@ -17,30 +17,24 @@
 //! not a finding.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
-use super::common::{FeatureLayout, Features};
-use super::config::{ExperimentConfig, Generation, Plan, Scale};
-use super::data::DataIdentity;
-use super::family::{describe_model, f1, mean_std_rows, zscore, DEPTH_POINTS};
-use super::progress::Progress;
-use super::run::{
-    check_same_weights, conclude, default_out_dir, pending, Pending, RunOptions, RunSummary,
+use super::experiment::{Batch, Cx, Experiment, Models};
+use super::inputs::{ImageSelection, ImageSet};
+use super::outputs::{FeatureLayout, Features};
+use super::plan::{Plan, PlanOption};
+use super::settings::{ExperimentConfig, Generation};
+use super::several::{
+    self, bands, f1, labelled, matrix, model_name, zscore, ModelItem, DEPTH_POINTS,
 };
-use super::store::{OutputDir, Record, RunContext, WorkItem};
+use super::store::{Record, WorkItem};
 use crate::analysis::Table;
-use crate::data::images::{decode_image, labeled_images, read_image, synthetic_image};
 use crate::error::{Error, Result};
-use crate::model::vision::{is_vision_source, load_vision};
-use crate::model::{parse_device, LoadOptions, ModelSource};
 use crate::plots::{depth_normalized, depth_profile_bands, Band, Chart};
 use crate::profile::depth_normalize;
-use crate::runner::device_name;
-use crate::vision::ImageProfiler;
+use crate::runner::ImageProfiler;
 
 /// The models of the paper's Figure 8 (ViT-Base/Large, DeiT-Tiny/Small/Base), as Hub ids.
 pub const PAPER_MODELS: [&str; 5] = [
@@ -51,8 +45,8 @@ pub const PAPER_MODELS: [&str; 5] = [
     "facebook/deit-base-patch16-224",
 ];
 
-/// Synthetic images of a smoke run without `--data`.
-const SMOKE_IMAGES: usize = 24;
+/// The experiment (registered as `vit`).
+pub struct Vit;
 
 /// What `vit` runs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -69,8 +63,42 @@ pub struct VitSpec {
     pub splits: usize,
 }
 
-impl VitSpec {
-    pub fn new(plan: &Plan) -> Result<Self> {
+/// The model list: `--models a,b` (folders or Hub ids; `paper`: [`PAPER_MODELS`]), else the tiny
+/// ViT and DeiT fixtures of this repository.
+pub fn model_sources(plan: &Plan) -> Result<Vec<String>> {
+    let paper: Vec<String> = PAPER_MODELS.iter().map(|s| s.to_string()).collect();
+    several::model_sources(plan, &paper, || {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/vision");
+        let fixtures: Vec<_> = ["vit", "deit"].iter().map(|m| root.join(m)).collect();
+        if fixtures.iter().any(|f| !f.join("config.json").is_file()) {
+            return Err(Error::invalid(format!(
+                "vit needs --models: the default tiny fixtures are not at {} (they ship with the repository, not the library); name ViT/DeiT folders or Hub ids, or `paper` for {}",
+                root.display(),
+                PAPER_MODELS.join(", ")
+            )));
+        }
+        Ok(fixtures.iter().map(|f| f.display().to_string()).collect())
+    })
+}
+
+impl Experiment for Vit {
+    const NAME: &'static str = "vit";
+    const PAPER: &'static str = "Appendix A.4, Figure 8";
+    const SUMMARY: &'static str =
+        "vision transformers (ViT, DeiT): profiles over the classes on relative depth";
+    const OPTIONS: &'static [PlanOption] = &[
+        PlanOption::Models,
+        PlanOption::Data,
+        PlanOption::Classes,
+        PlanOption::K,
+        PlanOption::Folds,
+    ];
+    type Spec = VitSpec;
+    type Result = VitResult;
+    type Input = ImageSet;
+    type Instrument = ImageProfiler;
+
+    fn spec(plan: &Plan) -> Result<VitSpec> {
         if plan.folds.is_some() {
             return Err(Error::invalid(
                 "vit scores its kNN on 10 random stratified 50/50 splits, as family does; drop --folds",
@@ -79,347 +107,103 @@ impl VitSpec {
         if plan.k == Some(0) {
             return Err(Error::invalid("--k must be at least 1 neighbour"));
         }
-        let models = model_sources(plan)?
-            .iter()
-            .map(|s| describe_model(s).name)
-            .collect::<Vec<_>>();
-        let mut seen = std::collections::HashSet::new();
-        if let Some(m) = models.iter().find(|m| !seen.insert(m.as_str())) {
-            return Err(Error::invalid(format!(
-                "two models of --models are both named {m}; give them distinct folder names"
-            )));
-        }
-        let (classes, per_class) = match (plan.scale, &plan.data) {
-            (_, None) => (None, None),
-            (Scale::Smoke, Some(_)) => (plan.classes, plan.n),
-            (Scale::Paper, Some(_)) => (plan.classes.or(Some(20)), plan.n.or(Some(20))),
-        };
-        if classes == Some(0) || per_class == Some(0) || plan.n == Some(0) {
-            return Err(Error::invalid(
-                "vit needs at least one class (--classes) and one image (--n)",
-            ));
-        }
-        let synthetic = match (&plan.data, plan.scale) {
-            (Some(_), _) => 0,
-            (None, Scale::Smoke) if plan.classes.is_some() => {
-                return Err(Error::invalid(
-                    "--classes picks classes from --data; without --data, --n sets the number of synthetic images",
-                ))
-            }
-            (None, Scale::Smoke) => plan.n.unwrap_or(SMOKE_IMAGES),
-            (None, Scale::Paper) => {
-                return Err(Error::invalid(
-                    "vit at paper scale runs on ImageNet-1K validation images: give --data DIR with DIR/<class>/<image> (the paper: 20 classes × 20 images), or a file of `path label` lines",
-                ))
-            }
-        };
-        Ok(Self {
+        let models: Vec<String> = model_sources(plan)?.iter().map(|s| model_name(s)).collect();
+        let pick = ImageSelection::of(plan)?;
+        Ok(VitSpec {
             models,
-            classes,
-            per_class,
-            synthetic,
+            classes: pick.classes,
+            per_class: pick.per_class,
+            synthetic: pick.synthetic,
             depth_points: DEPTH_POINTS,
             k: plan.k.unwrap_or(3),
             splits: 10,
         })
     }
-}
 
-/// The model list: `--models a,b` (folders or Hub ids; `paper`: [`PAPER_MODELS`]), else the tiny
-/// ViT and DeiT fixtures of this repository.
-pub fn model_sources(plan: &Plan) -> Result<Vec<String>> {
-    let Some(list) = &plan.models else {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/vision");
-        let fixtures: Vec<PathBuf> = ["vit", "deit"].iter().map(|m| root.join(m)).collect();
-        if fixtures.iter().any(|f| !f.join("config.json").is_file()) {
-            return Err(Error::invalid(format!(
-                "vit needs --models: the default tiny fixtures are not at {} (they ship with the repository, not the library); name ViT/DeiT folders or Hub ids, or `paper` for {}",
-                root.display(),
-                PAPER_MODELS.join(", ")
-            )));
-        }
-        return Ok(fixtures.iter().map(|f| f.display().to_string()).collect());
-    };
-    let mut out = Vec::new();
-    for m in list {
-        if m.trim().is_empty() {
-            return Err(Error::invalid(
-                "--models holds an empty name (a stray comma?)",
-            ));
-        }
-        if m == "paper" {
-            out.extend(PAPER_MODELS.iter().map(|s| s.to_string()));
-        } else {
-            out.push(m.clone());
-        }
-    }
-    if out.is_empty() {
-        return Err(Error::invalid("--models names no model"));
-    }
-    Ok(out)
-}
-
-/// One image of the set: an id (a path relative to the set's folder, or `synthetic/<i>`) and
-/// its class.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ImageRef {
-    pub id: String,
-    pub class: String,
-    path: Option<PathBuf>,
-}
-
-/// The images a run uses, and their identity (what the numbers depend on).
-#[derive(Clone, Debug)]
-pub struct ImageSet {
-    pub images: Vec<ImageRef>,
-    pub source: String,
-    pub identity: DataIdentity,
-    seed: u64,
-}
-
-impl ImageSet {
-    /// Reads or makes the images of `spec`.
-    ///
-    /// # Errors
-    /// Those of [`labeled_images`]; [`Error::BadImage`] for an unreadable file.
-    pub fn new(plan: &Plan, spec: &VitSpec) -> Result<Self> {
-        let Some(root) = &plan.data else {
-            let images = (0..spec.synthetic)
-                .map(|i| ImageRef {
-                    id: format!("synthetic/{i:03}"),
-                    class: synthetic_image(i, plan.seed).0,
-                    path: None,
-                })
-                .collect();
-            let tag = format!("synthetic {} seed {}", spec.synthetic, plan.seed);
-            return Ok(Self {
-                images,
-                source: format!("{} synthetic images (seed {})", spec.synthetic, plan.seed),
-                identity: DataIdentity {
-                    dataset: "synthetic-images".into(),
-                    sha256: format!("{:x}", Sha256::digest(tag.as_bytes())),
-                    records: spec.synthetic,
-                },
-                seed: plan.seed,
-            });
-        };
-        let base = if root.is_dir() {
-            root.clone()
-        } else {
-            root.parent().map(Path::to_path_buf).unwrap_or_default()
-        };
-        let mut by_class: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
-        for img in labeled_images(root)? {
-            by_class.entry(img.label).or_default().push(img.path);
-        }
-        let mut images = Vec::new();
-        let mut hasher = Sha256::new();
-        for (class, mut paths) in by_class
-            .into_iter()
-            .take(spec.classes.unwrap_or(usize::MAX))
-        {
-            paths.sort();
-            for path in paths.into_iter().take(spec.per_class.unwrap_or(usize::MAX)) {
-                let id = path
-                    .strip_prefix(&base)
-                    .unwrap_or(&path)
-                    .to_string_lossy()
-                    .into_owned();
-                let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-                // Every image is decoded once here, so a bad file stops the run before any work.
-                decode_image(&bytes, &path)?;
-                hasher.update(id.as_bytes());
-                hasher.update(class.as_bytes());
-                hasher.update(Sha256::digest(&bytes));
-                images.push(ImageRef {
-                    id,
-                    class: class.clone(),
-                    path: Some(path),
-                });
-            }
-        }
-        Ok(Self {
-            identity: DataIdentity {
-                dataset: "images".into(),
-                sha256: format!("{:x}", hasher.finalize()),
-                records: images.len(),
-            },
-            images,
-            source: root.display().to_string(),
-            seed: plan.seed,
-        })
+    fn tokens(_: &VitSpec) -> usize {
+        0
     }
 
-    fn image(&self, r: &ImageRef, index: usize) -> Result<image::DynamicImage> {
-        match &r.path {
-            Some(p) => read_image(p),
-            None => Ok(synthetic_image(index, self.seed).1),
-        }
+    fn models(plan: &Plan, spec: &VitSpec) -> Result<Models> {
+        several::named_models(&spec.models, &model_sources(plan)?)
     }
-}
 
-/// Model-major items: every image for every model, labelled with the model's name.
-pub fn items(spec: &VitSpec, set: &ImageSet) -> Vec<WorkItem> {
-    let mut out = Vec::with_capacity(spec.models.len() * set.images.len());
-    for m in &spec.models {
-        for img in &set.images {
-            let mut meta = serde_json::Map::new();
-            meta.insert("model".into(), m.clone().into());
-            meta.insert("class".into(), img.class.clone().into());
-            out.push(WorkItem {
-                index: out.len(),
-                id: format!("{m}/{}", img.id),
-                label: m.clone(),
-                prompt: img.id.clone(),
-                meta,
-            });
-        }
+    fn generation(_: &Plan, _: &VitSpec) -> Result<Generation> {
+        Ok(Generation::none())
     }
-    out
-}
 
-/// The configuration of a vit run (no single model: the identity names the list).
-pub fn resolve(plan: &Plan, spec: &VitSpec, set: &ImageSet) -> Result<ExperimentConfig> {
-    let names: Vec<&str> = spec.models.iter().map(String::as_str).collect();
-    plan.resolve_several(
-        super::ExperimentSpec::Vit(spec.clone()),
-        &names,
-        "vision",
-        set.identity.clone(),
-        Generation {
-            chat: false,
-            add_bos: false,
-            ignore_eos: false,
-            temperature: 0.0,
-            sample_top_p: None,
-        },
-    )
-}
-
-/// Runs (or resumes) a vit experiment: each model with items left is loaded in turn, and its
-/// images are profiled in fixed batches of `--batch` (a partly recorded batch is rerun whole, so
-/// a resumed run writes the bytes an uninterrupted one does).
-pub fn run(plan: &Plan, opts: &RunOptions) -> Result<RunSummary> {
-    let sources = model_sources(plan)?;
-    let spec = VitSpec::new(plan)?;
-    let set = ImageSet::new(plan, &spec)?;
-    let cfg = resolve(plan, &spec, &set)?;
-    let all = items(&spec, &set);
-    // A 50/50 split trains on half the profiles: k must fit in it.
-    if spec.k > all.len() / 2 {
-        return Err(Error::invalid(format!(
-            "k = {} neighbours need at least {} profiles, and this run has {} ({} models × {} images); lower --k or add images",
-            spec.k,
-            2 * spec.k,
-            all.len(),
-            spec.models.len(),
-            set.images.len()
-        )));
-    }
-    let dir = opts
-        .out
-        .clone()
-        .unwrap_or_else(|| default_out_dir(&cfg, opts.shard));
-    let device = parse_device(&plan.device)?;
-    let batch = opts.batch.max(1);
-    let out = OutputDir::prepare(
-        &dir,
-        &cfg,
-        &all,
-        RunContext {
-            model: sources.join(", "),
-            data: set.source.clone(),
-            device: device_name(&device),
-            shard: opts.shard.filter(|s| !s.is_whole()),
-            batch,
-        },
-    )?;
-    let _lock = out.lock()?;
-    let Pending {
-        done,
-        is_done,
-        mine,
-        todo,
-    } = pending(&out, &dir, &all, opts.shard)?;
-    out.log(&format!(
-        "run: vit on {} models, {} images, {} of {} items to do",
-        sources.len(),
-        set.images.len(),
-        todo.len(),
-        mine.len()
-    ))?;
-    // Every model must resolve (folder present, Hub files downloadable) before any work: a run
-    // over five Hub models should not stop at the fourth.
-    for (name, source) in spec.models.iter().zip(&sources) {
-        let check = match ModelSource::parse(source)? {
-            ModelSource::HubRepo { repo, revision } => crate::model::hub::snapshot_files(
-                &repo,
-                revision.as_deref(),
-                &["preprocessor_config.json"],
-                &[],
-            )
-            .map(|_| ()),
-            s if is_vision_source(&s) => Ok(()),
-            s => Err(Error::UnknownArchitecture {
-                architecture: format!("{} as an image classifier", s.describe()),
-                supported: "ViT and DeiT folders (config.json with model_type vit or deit, *.safetensors, preprocessor_config.json) and Hub ids".into(),
-            }),
-        };
-        check.map_err(|e| Error::invalid(format!("model {name} ({source}): {e}")))?;
-    }
-    let mut progress = Progress::new(opts.progress, "vit", mine.len(), mine.len() - todo.len());
-    let start = Instant::now();
-    let n_images = set.images.len();
-    for (name, source) in spec.models.iter().zip(&sources) {
-        let mine_here: Vec<&WorkItem> = mine.iter().copied().filter(|i| &i.label == name).collect();
-        if mine_here.iter().all(|i| is_done[i.index]) {
-            continue;
-        }
-        let model = load_vision(
-            &ModelSource::parse(source)?,
-            &LoadOptions {
-                device: device.clone(),
-                dtype: plan.dtype,
-            },
-        )
-        .map_err(|e| Error::invalid(format!("model {name} ({source}): {e}")))?;
-        check_same_weights(&done, name, &model.info().sha256, &dir)?;
-        if model.info().n_layers < 2 {
-            return Err(Error::invalid(format!(
-                "model {name} has {} block; profiles on a relative-depth axis need at least 2",
-                model.info().n_layers
-            )));
-        }
-        let family = family_of(name, &model.info().model_type);
-        let mut profiler = ImageProfiler::new(model, cfg.stats.stat_spec(&[])?)?;
-        for block in mine_here.chunks(batch) {
-            if block.iter().all(|i| is_done[i.index]) {
-                continue;
-            }
-            let images = block
+    /// Model-major: every image for every model.
+    fn items(_: &ExperimentConfig, spec: &VitSpec, set: &ImageSet) -> Result<Vec<WorkItem>> {
+        Ok(several::items(&spec.models, |_| {
+            set.images
                 .iter()
-                .map(|i| {
-                    let k = i.index % n_images;
-                    Ok((i.prompt.clone(), set.image(&set.images[k], k)?))
+                .map(|img| ModelItem {
+                    id: img.id.clone(),
+                    prompt: img.id.clone(),
+                    meta: BTreeMap::from([("class".to_string(), img.class.clone().into())]),
                 })
-                .collect::<Result<Vec<_>>>()?;
-            let records: Vec<Record> = profiler
-                .profile_images(&images, false)?
-                .into_iter()
-                .zip(block)
-                .filter(|(_, i)| !is_done[i.index])
-                .map(|(p, i)| {
-                    let mut r = Record::new(i, p);
-                    r.label = family.clone();
-                    r
-                })
-                .collect();
-            out.append(&records)?;
-            progress.inc(records.len());
-        }
+                .collect()
+        }))
     }
-    progress.finish();
-    conclude(&out, dir, cfg, opts.shard, (todo.len(), mine.len()), start)
+
+    /// A 50/50 split trains on half the profiles: k must fit in it.
+    fn check_feasible(_: &ExperimentConfig, spec: &VitSpec, items: &[WorkItem]) -> Result<()> {
+        if spec.k > items.len() / 2 {
+            return Err(Error::invalid(format!(
+                "k = {} neighbours need at least {} profiles, and this run has {} ({} models × {} images); lower --k or add images",
+                spec.k,
+                2 * spec.k,
+                items.len(),
+                spec.models.len(),
+                items.len() / spec.models.len().max(1)
+            )));
+        }
+        Ok(())
+    }
+
+    fn prepare(cx: &Cx<'_, Self>, profiler: &mut ImageProfiler) -> Result<()> {
+        let n = profiler.model.info().n_layers;
+        if n < 2 {
+            return Err(Error::invalid(format!(
+                "model {} has {n} block; profiles on a relative-depth axis need at least 2",
+                cx.model
+            )));
+        }
+        Ok(())
+    }
+
+    /// The batch's images in one pass; records labelled with the model's family.
+    fn measure(
+        cx: &Cx<'_, Self>,
+        profiler: &mut ImageProfiler,
+        batch: &Batch<'_>,
+    ) -> Result<Vec<Record>> {
+        let family = family_of(cx.model, &profiler.model.info().model_type);
+        let records = <ImageProfiler as super::experiment::Instrument>::measure_batch(
+            cx, profiler, batch,
+        )?;
+        Ok(labelled(records, &family))
+    }
+
+    fn finish(
+        cfg: &ExperimentConfig,
+        spec: &VitSpec,
+        records: &[Record],
+    ) -> Result<(VitResult, Features)> {
+        finish(cfg, spec, records)
+    }
+
+    fn comparison(results: &[&VitResult]) -> Vec<Table> {
+        vec![VitResult::comparison(results)]
+    }
+
+    fn tables(result: &VitResult) -> Vec<Table> {
+        result.tables()
+    }
+
+    fn charts(result: &VitResult) -> Result<Vec<Chart>> {
+        result.charts()
+    }
 }
 
 /// `deit` or `vit`: DeiT checkpoints without distillation (facebook/deit-*-patch16-224) are
@@ -481,13 +265,13 @@ pub fn finish(
         FeatureLayout::tokens_by_layers(1, d, "shannon", crate::profile::Aggregation::Mean);
     layout.axes = vec!["relative_depth".into()];
     let mut features = Features::new(layout);
-    let mut raw: BTreeMap<&str, Vec<Vec<f64>>> = BTreeMap::new();
-    let mut depth: BTreeMap<&str, Vec<Vec<f64>>> = BTreeMap::new();
-    let mut families: BTreeMap<&str, String> = BTreeMap::new();
+    let mut raw: BTreeMap<String, Vec<Vec<f64>>> = BTreeMap::new();
+    let mut depth: BTreeMap<String, Vec<Vec<f64>>> = BTreeMap::new();
+    let mut families: BTreeMap<String, String> = BTreeMap::new();
     let (mut rows, mut model_labels, mut family_labels) = (Vec::new(), Vec::new(), Vec::new());
     let mut classes = std::collections::BTreeSet::new();
     for r in records {
-        let model = r.meta.get("model").and_then(|v| v.as_str()).unwrap_or("");
+        let model = r.meta_str("model");
         let m = r.profile.shannon_matrix()?;
         if m.nrows() != 1 {
             return Err(Error::Data(format!(
@@ -498,17 +282,21 @@ pub fn finish(
         }
         let normalized = depth_normalize(m.view(), d)?.row(0).to_vec();
         features.push(r, normalized.clone())?;
-        raw.entry(model).or_default().push(m.row(0).to_vec());
-        depth.entry(model).or_default().push(normalized.clone());
-        families.insert(model, r.label.clone());
-        let class = r.meta.get("class").and_then(|v| v.as_str()).unwrap_or("");
+        raw.entry(model.to_string())
+            .or_default()
+            .push(m.row(0).to_vec());
+        depth
+            .entry(model.to_string())
+            .or_default()
+            .push(normalized.clone());
+        families.insert(model.to_string(), r.label.clone());
+        let class = r.meta_str("class");
         classes.insert(class.to_string());
         rows.push(zscore(&normalized));
         model_labels.push(model.to_string());
         family_labels.push(r.label.clone());
     }
-    let x = ndarray::Array2::from_shape_vec((rows.len(), d), rows.concat())
-        .map_err(|e| Error::Data(e.to_string()))?;
+    let x = matrix(&rows, d)?;
     let mut notes = Vec::new();
     let ks = (spec.k, spec.splits);
     let (f1_model_mean, f1_model_std) = f1(&x, &model_labels, ks, cfg.seed, "model", &mut notes)?;
@@ -520,22 +308,7 @@ pub fn finish(
             spec.synthetic
         ));
     }
-    let band = |rows: &BTreeMap<&str, Vec<Vec<f64>>>| -> Vec<Band> {
-        spec.models
-            .iter()
-            .filter_map(|m| rows.get(m.as_str()).map(|r| (m, r)))
-            .map(|(m, r)| {
-                let (mean, std) = mean_std_rows(r);
-                Band {
-                    name: m.clone(),
-                    mean,
-                    std,
-                    n: r.len(),
-                }
-            })
-            .collect()
-    };
-    let mean_profiles = band(&raw);
+    let mean_profiles = bands(&spec.models, &raw);
     let models = spec
         .models
         .iter()
@@ -543,7 +316,7 @@ pub fn finish(
             let b = mean_profiles.iter().find(|b| &b.name == m)?;
             Some(VitModelSummary {
                 name: m.clone(),
-                family: families.get(m.as_str()).cloned().unwrap_or_default(),
+                family: families.get(m).cloned().unwrap_or_default(),
                 n_layers: b.mean.len(),
                 images: b.n,
                 first_block_entropy: b.mean.first().copied().unwrap_or(f64::NAN),
@@ -564,7 +337,7 @@ pub fn finish(
         splits: spec.splits,
         notes,
         mean_profiles,
-        depth_profiles: band(&depth),
+        depth_profiles: bands(&spec.models, &depth),
     };
     Ok((result, features))
 }

@@ -129,7 +129,7 @@ impl Lens {
     }
 
     /// Statistics of `softmax(logits)` for every row, for logits made elsewhere (an image
-    /// classifier's head read at every block, [`crate::vision`]).
+    /// classifier's head read at every block, [`crate::runner::images`]).
     ///
     /// # Shapes
     /// `logits`: [rows, classes]

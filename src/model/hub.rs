@@ -103,7 +103,7 @@ pub fn snapshot_files(
         {
             return Err(Error::UnknownArchitecture {
                 architecture: format!("{t} (an image classifier, {repo_id})"),
-                supported: "language models here; profile images with `entropy-lens profile --model REPO --images FILES` or entropy_lens::vision::ImageProfiler".into(),
+                supported: "language models here; profile images with `entropy-lens profile --model REPO --images FILES` or entropy_lens::runner::ImageProfiler".into(),
             });
         }
     }

@@ -36,7 +36,7 @@ pub enum ModelSource {
 
 impl ModelSource {
     /// Interprets a user's `--model` value: an existing file (GGUF) or folder (Hugging Face
-    /// layout), a registered short name (`gpt2-medium`, see [`super::registry`]), else a Hub id
+    /// layout), a registered short name (`gpt2-medium`, see [`super::paper_models`]), else a Hub id
     /// `owner/name[@rev]`.
     ///
     /// # Errors
@@ -56,7 +56,7 @@ impl ModelSource {
                 path.display()
             )));
         }
-        if let Some(m) = super::registry::lookup(spec) {
+        if let Some(m) = super::paper_models::lookup(spec) {
             return Ok(ModelSource::HubRepo {
                 repo: m.hub_id.to_string(),
                 revision: None,
@@ -295,7 +295,7 @@ fn load_hf_folder(folder: &Path, source: &ModelSource, opts: &LoadOptions) -> Re
     if super::vision::VISION_MODEL_TYPES.contains(&model_type) {
         return Err(Error::UnknownArchitecture {
             architecture: format!("{model_type} (an image classifier)"),
-            supported: "language models here; profile images with `entropy-lens profile --model DIR --images FILES` or entropy_lens::vision::ImageProfiler".into(),
+            supported: "language models here; profile images with `entropy-lens profile --model DIR --images FILES` or entropy_lens::runner::ImageProfiler".into(),
         });
     }
     if model_type == "gemma3" {

@@ -1,5 +1,9 @@
 //! Running prompts and generations through a model and its lens into [`EntropyProfile`]s.
 
+pub mod images;
+
+pub use images::ImageProfiler;
+
 use candle_core::Tensor;
 use candle_transformers::generation::{LogitsProcessor, Sampling as CandleSampling};
 use indicatif::ProgressBar;

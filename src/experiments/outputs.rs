@@ -1,14 +1,16 @@
-//! Pieces every experiment's `finish` uses: the feature matrix written to `profiles.npy` and its
-//! layout, kNN scores as stored in results, projections for scatter plots.
+//! What experiments write beside `result.json` and the pieces their results share: the feature
+//! matrix of `profiles.npy` and its layout (`index.json`), kNN scores, 2-D projections, mean ± std
+//! profile bands, and the checks their `finish` starts with.
 
 use ndarray::Array2;
 use serde::{Deserialize, Serialize};
 
-use super::config::ExperimentConfig;
-use super::store::Record;
-use crate::analysis::{KnnCvResult, Labels, Projection};
+use super::settings::ExperimentConfig;
+use super::store::{Record, WorkItem};
+use crate::analysis::{KnnCvConfig, KnnCvResult, Labels, Projection};
 use crate::error::{Error, Result};
-use crate::profile::Aggregation;
+use crate::plots::Band;
+use crate::profile::{aggregate, Aggregation};
 
 /// How a row of `profiles.npy` is laid out (stored in `index.json`): the row is the C-order
 /// flattening of an array of `shape` along `axes`; entry j of the `layer` axis is layer
@@ -137,9 +139,9 @@ impl From<&Features> for ProfileIndex {
 }
 
 /// Every record has `tokens` measured positions over the model's blocks; returns L.
-pub fn check_depths(cfg: &ExperimentConfig, records: &[Record]) -> Result<usize> {
+pub fn check_depths(cfg: &ExperimentConfig, tokens: usize, records: &[Record]) -> Result<usize> {
     let l = cfg.model.n_layers;
-    let t = cfg.spec.tokens();
+    let t = tokens;
     if records.is_empty() {
         return Err(Error::Data("no records to analyse".into()));
     }
@@ -229,9 +231,66 @@ pub fn labels_for(features: &Features) -> Labels {
     Labels::encode(&features.labels)
 }
 
+/// Fails before any work when a kNN cross-validation with `knn`'s folds and each of `ks`
+/// neighbours cannot run on these items' labels (a class with fewer members than folds, or k
+/// larger than a training fold).
+pub fn check_knn_feasible(knn: &KnnCvConfig, ks: &[usize], items: &[WorkItem]) -> Result<()> {
+    let folds = knn.folds;
+    let labels = Labels::encode(&items.iter().map(|i| i.label.as_str()).collect::<Vec<_>>());
+    let split = crate::analysis::crossval::stratified_kfold(
+        &labels.encoded,
+        labels.n_classes(),
+        folds,
+        knn.seed,
+    )?;
+    let smallest_train = items.len() - split.iter().map(Vec::len).max().unwrap_or(0);
+    for &k in ks {
+        if k == 0 || k > smallest_train {
+            return Err(Error::invalid(format!(
+                "k = {k} neighbours cannot run on {} items in {folds} folds (a training fold has {smallest_train}); lower --k or --folds, or raise --n",
+                items.len()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Mean ± std over the records of each label of their token-averaged profiles (`matrices`: each
+/// record's tokens × layers).
+pub fn bands_by_label(
+    records: &[Record],
+    matrices: &[Array2<f64>],
+    classes: &[String],
+) -> Result<Vec<Band>> {
+    let mut out = Vec::new();
+    for c in classes {
+        let rows: Vec<Vec<f64>> = records
+            .iter()
+            .zip(matrices)
+            .filter(|(r, _)| &r.label == c)
+            .map(|(_, m)| aggregate(m.view(), Aggregation::Mean).map(|a| a.to_vec()))
+            .collect::<Result<_>>()?;
+        let l = rows.first().map(Vec::len).unwrap_or(0);
+        let m = Array2::from_shape_vec((rows.len(), l), rows.concat())
+            .map_err(|e| Error::Data(e.to_string()))?;
+        out.push(Band {
+            name: c.clone(),
+            mean: m.mean_axis(ndarray::Axis(0)).unwrap_or_default().to_vec(),
+            std: m.std_axis(ndarray::Axis(0), 0.0).to_vec(),
+            n: rows.len(),
+        });
+    }
+    Ok(out)
+}
+
+/// The Shannon matrix (tokens × layers) of every record.
+pub fn shannon_matrices(records: &[Record]) -> Result<Vec<Array2<f64>>> {
+    records.iter().map(|r| r.profile.shannon_matrix()).collect()
+}
+
 /// Formats `x` (a fraction) as a percentage with two decimals.
 pub fn pct(x: f64) -> String {
-    crate::analysis::report::fmt_pct(x)
+    crate::analysis::table::fmt_pct(x)
 }
 
 /// `greedy` / `sampled at T = 1`, plus `, chat template` when prompts were wrapped in it.
