@@ -10,10 +10,12 @@ use std::path::PathBuf;
 
 use entropy_lens::data::images::{image_files, read_image};
 use entropy_lens::lens::StatSpec;
+use entropy_lens::model::vision::preprocess::{resize, Resample};
 use entropy_lens::model::vision::{is_vision_source, load_vision, ImageProcessor};
 use entropy_lens::model::{LoadOptions, ModelSource, WeightDType};
 use entropy_lens::runner::ImageProfiler;
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 
 use common::f64s;
 use common::parity::{Report, ALPHAS};
@@ -241,4 +243,79 @@ fn half_precision_weights_stay_close() {
     }
     println!("bf16: largest |ΔH| {worst:.3}");
     assert!(worst < 0.05, "bf16 entropies differ by {worst}");
+}
+
+/// The synthetic source image of `resize_grid.json`: pixel (x, y, c) is
+/// ((x·7 + y·13 + c·101) XOR (x·y·3 + c·17)) mod 256.
+fn grid_source(w: u32, h: u32) -> image::RgbImage {
+    image::RgbImage::from_fn(w, h, |x, y| {
+        let (x, y) = (x as u64, y as u64);
+        image::Rgb(std::array::from_fn(|c| {
+            let c = c as u64;
+            (((x * 7 + y * 13 + c * 101) ^ (x * y * 3 + c * 17)) & 255) as u8
+        }))
+    })
+}
+
+fn dims(v: &Value) -> (u32, u32) {
+    (v[0].as_u64().unwrap() as u32, v[1].as_u64().unwrap() as u32)
+}
+
+#[test]
+fn resizing_matches_pillow_13_bit_for_bit_over_a_grid_of_shapes() {
+    // resize_grid.json (make_resize_grid.py, Pillow 13.0.0): portrait and landscape, shrinking and
+    // growing on each axis, odd sizes, extreme aspect ratios, both sides of Pillow's pass-order
+    // rule, × the five filters; then transformers' PIL processor over sizes, shortest edges and
+    // crops. Outputs are compared by sha256 of their bytes.
+    let gold: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixtures().join("resize_grid.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(gold["pillow"].as_str().unwrap().starts_with("13."));
+    let (mut checked, mut vertical) = (0, 0);
+    let mut wrong = Vec::new();
+    for case in gold["resize"].as_array().unwrap() {
+        let (w, h) = dims(&case["source"]);
+        let (ow, oh) = dims(&case["target"]);
+        let filter = Resample::from_pil(case["filter"].as_i64().unwrap()).unwrap();
+        let out = resize(&grid_source(w, h), ow as usize, oh as usize, filter).unwrap();
+        let sha = format!("{:x}", Sha256::digest(out.as_raw()));
+        if sha != case["sha256"].as_str().unwrap() {
+            wrong.push(format!("{w}×{h} → {ow}×{oh} {filter:?}"));
+        }
+        checked += 1;
+        vertical += usize::from(case["vertical_first"].as_bool().unwrap());
+    }
+    assert!(wrong.is_empty(), "differ from Pillow: {wrong:?}");
+    assert!(
+        checked >= 100 && vertical >= 40,
+        "{checked} cases, {vertical} vertical first"
+    );
+    for case in gold["processor"].as_array().unwrap() {
+        let proc = ImageProcessor::from_json(&case["config"]).unwrap();
+        let (w, h) = dims(&case["source"]);
+        let img = image::DynamicImage::ImageRgb8(grid_source(w, h));
+        let (pixels, ph, pw) = proc.pixel_values(&img).unwrap();
+        let shape: Vec<u64> = case["shape"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect();
+        assert_eq!(
+            shape,
+            [3, ph as u64, pw as u64],
+            "{w}×{h} {}",
+            case["config"]
+        );
+        let bytes: Vec<u8> = pixels.iter().flat_map(|v| v.to_le_bytes()).collect();
+        assert_eq!(
+            format!("{:x}", Sha256::digest(&bytes)),
+            case["sha256"].as_str().unwrap(),
+            "{w}×{h} under {}",
+            case["config"]
+        );
+        checked += 1;
+    }
+    println!("{checked} cases equal to Pillow / transformers bit for bit");
 }

@@ -1,7 +1,7 @@
 //! Image preprocessing as a checkpoint's `preprocessor_config.json` asks for it, reproducing
-//! transformers' PIL image processors to the bit: convert to RGB (transparency composited onto
-//! white), resize with PIL's 8-bit two-pass convolution (horizontal, then vertical, each rounded
-//! to 8 bits), centre crop, rescale (in f64, then f32) and normalise (in f32).
+//! transformers' PIL image processors to the bit (Pillow 13): convert to RGB (transparency
+//! composited onto white), resize with PIL's 8-bit two-pass convolution (each pass rounded to 8
+//! bits, in Pillow's order), centre crop, rescale (in f64, then f32) and normalise (in f32).
 //!
 //! Bit-exactness matters because one level of an 8-bit pixel is 1/255 ≈ 0.004 before
 //! normalisation: a resampler that rounds differently moves pixel values by ~0.008 and the lens
@@ -28,7 +28,8 @@ pub enum Resample {
 }
 
 impl Resample {
-    fn from_pil(code: i64) -> Result<Self> {
+    /// The filter of PIL's integer code (`PIL.Image.Resampling`; nearest, 0, is not supported).
+    pub fn from_pil(code: i64) -> Result<Self> {
         Ok(match code {
             1 => Resample::Lanczos,
             2 => Resample::Bilinear,
@@ -510,8 +511,27 @@ fn clip8(v: i64) -> u8 {
     }
 }
 
-/// PIL's `ImagingResample` on an RGB image: a horizontal pass (when the width changes), then a
-/// vertical pass (when the height changes), each rounded to 8 bits.
+/// `image` resized to `width × height` with `filter` exactly as Pillow's `Image.resize` does it.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a zero target size or one of more than 2²⁶ pixels.
+pub fn resize(image: &RgbImage, width: usize, height: usize, filter: Resample) -> Result<RgbImage> {
+    if width == 0 || height == 0 || width.saturating_mul(height) > MAX_RESIZED_PIXELS {
+        return Err(Error::invalid(format!(
+            "cannot resize to {width}×{height} (width × height): at least 1 and at most 2²⁶ pixels"
+        )));
+    }
+    let (w, h) = (image.width() as usize, image.height() as usize);
+    let data = resample_rgb(image.as_raw(), w, h, width, height, filter);
+    RgbImage::from_raw(width as u32, height as u32, data)
+        .ok_or_else(|| Error::invalid("resized image has the wrong size"))
+}
+
+/// PIL's `ImagingResample` on an RGB image: two separable passes, each rounded to 8 bits. Pillow
+/// (13) runs the vertical pass first when the height shrinks by more than twice as many pixels as
+/// the width (`ImagingResampleInner`: `ysize_in − ysize > 0 && ysize_in − ysize > 2 (xsize_in −
+/// xsize)`), to make the horizontal pass cheaper; otherwise the horizontal one. The rounding
+/// between the passes makes the order visible in the last bit.
 fn resample_rgb(
     data: &[u8],
     w: usize,
@@ -520,42 +540,62 @@ fn resample_rgb(
     out_h: usize,
     filter: Resample,
 ) -> Vec<u8> {
-    let mut cur = data.to_vec();
-    let mut cur_w = w;
-    if out_w != w {
-        let kx = coefficients(w, out_w, filter);
-        let mut next = vec![0u8; out_w * h * 3];
-        for y in 0..h {
-            for (xx, (xmin, k)) in kx.iter().enumerate() {
-                for c in 0..3 {
-                    let mut ss: i64 = 1 << (PRECISION_BITS - 1);
-                    for (x, &wgt) in k.iter().enumerate() {
-                        ss += cur[(y * cur_w + xmin + x) * 3 + c] as i64 * wgt as i64;
-                    }
-                    next[(y * out_w + xx) * 3 + c] = clip8(ss);
+    if vertical_first(w, h, out_w, out_h) {
+        let tall = vertical_pass(data, w, h, out_h, filter);
+        horizontal_pass(&tall, w, out_h, out_w, filter)
+    } else {
+        let wide = horizontal_pass(data, w, h, out_w, filter);
+        vertical_pass(&wide, out_w, h, out_h, filter)
+    }
+}
+
+/// Pillow's choice of pass order (see [`resample_rgb`]).
+fn vertical_first(w: usize, h: usize, out_w: usize, out_h: usize) -> bool {
+    let dh = h as i64 - out_h as i64;
+    let dw = w as i64 - out_w as i64;
+    dh > 0 && dh > 2 * dw
+}
+
+/// Resamples each row of a `w × h` RGB image to `out_w` pixels (a copy when the width stays).
+fn horizontal_pass(data: &[u8], w: usize, h: usize, out_w: usize, filter: Resample) -> Vec<u8> {
+    if out_w == w {
+        return data.to_vec();
+    }
+    let kx = coefficients(w, out_w, filter);
+    let mut next = vec![0u8; out_w * h * 3];
+    for y in 0..h {
+        for (xx, (xmin, k)) in kx.iter().enumerate() {
+            for c in 0..3 {
+                let mut ss: i64 = 1 << (PRECISION_BITS - 1);
+                for (x, &wgt) in k.iter().enumerate() {
+                    ss += data[(y * w + xmin + x) * 3 + c] as i64 * wgt as i64;
                 }
+                next[(y * out_w + xx) * 3 + c] = clip8(ss);
             }
         }
-        cur = next;
-        cur_w = out_w;
     }
-    if out_h != h {
-        let ky = coefficients(h, out_h, filter);
-        let mut next = vec![0u8; cur_w * out_h * 3];
-        for (yy, (ymin, k)) in ky.iter().enumerate() {
-            for x in 0..cur_w {
-                for c in 0..3 {
-                    let mut ss: i64 = 1 << (PRECISION_BITS - 1);
-                    for (y, &wgt) in k.iter().enumerate() {
-                        ss += cur[((ymin + y) * cur_w + x) * 3 + c] as i64 * wgt as i64;
-                    }
-                    next[(yy * cur_w + x) * 3 + c] = clip8(ss);
+    next
+}
+
+/// Resamples each column of a `w × h` RGB image to `out_h` pixels (a copy when the height stays).
+fn vertical_pass(data: &[u8], w: usize, h: usize, out_h: usize, filter: Resample) -> Vec<u8> {
+    if out_h == h {
+        return data.to_vec();
+    }
+    let ky = coefficients(h, out_h, filter);
+    let mut next = vec![0u8; w * out_h * 3];
+    for (yy, (ymin, k)) in ky.iter().enumerate() {
+        for x in 0..w {
+            for c in 0..3 {
+                let mut ss: i64 = 1 << (PRECISION_BITS - 1);
+                for (y, &wgt) in k.iter().enumerate() {
+                    ss += data[((ymin + y) * w + x) * 3 + c] as i64 * wgt as i64;
                 }
+                next[(yy * w + x) * 3 + c] = clip8(ss);
             }
         }
-        cur = next;
     }
-    cur
+    next
 }
 
 #[cfg(test)]
