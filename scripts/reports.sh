@@ -17,16 +17,29 @@ export ENTROPY_LENS_SCALE="$SCALE"
 OUT="${REPORTS_DIR:-reports}"
 mkdir -p "$OUT"
 SCRATCH="$(mktemp -d)"
-trap 'rm -rf "$SCRATCH"' EXIT
+# Kernels started here keep their connection files in this folder, so one that outlives a killed
+# nbconvert (kernels run in a session of their own) can be found and stopped.
+export JUPYTER_RUNTIME_DIR="$SCRATCH/runtime"
+stop_kernels() { pkill -KILL -f "$JUPYTER_RUNTIME_DIR" 2>/dev/null || true; }
+trap 'stop_kernels; rm -rf "$SCRATCH"' EXIT
+# A whole notebook's time limit: 30 min at smoke scale (the slowest takes about 5), a day at paper scale.
+if [ "$SCALE" = smoke ]; then NB_TIMEOUT="${NB_TIMEOUT:-1800}"; else NB_TIMEOUT="${NB_TIMEOUT:-86400}"; fi
 if [ $# -gt 0 ]; then notebooks=("$@"); else notebooks=(notebooks/*.ipynb); fi
 for nb in "${notebooks[@]}"; do
   name="$(basename "$nb" .ipynb)"
   echo "==> $nb ($SCALE scale)"
   rm -rf "runs/notebooks/$name"
   start=$(date +%s)
-  jupyter nbconvert --to notebook --execute --ExecutePreprocessor.kernel_name=rust \
-    --ExecutePreprocessor.timeout=5400 --output-dir "$SCRATCH" --output "$name.ipynb" "$nb"
-  jupyter nbconvert --to html --output-dir "$OUT" --output "$name.html" "$SCRATCH/$name.ipynb"
+  # coalesce_streams folds each cell's stream output as Jupyter shows it live (a progress line
+  # rewritten with carriage returns keeps its last state). A cell past 90 min fails (nbclient stops
+  # its kernel); a notebook past NB_TIMEOUT is killed with its kernel.
+  timeout --kill-after=60 "$NB_TIMEOUT" \
+    jupyter nbconvert --to notebook --execute --ExecutePreprocessor.kernel_name=rust \
+    --ExecutePreprocessor.timeout=5400 --ExecutePreprocessor.coalesce_streams=True \
+    --output-dir "$SCRATCH" --output "$name.ipynb" "$nb" \
+    || { code=$?; stop_kernels; echo "error: $nb failed (exit $code; 124: ran past $NB_TIMEOUT s)" >&2; exit 1; }
+  timeout --kill-after=30 600 \
+    jupyter nbconvert --to html --output-dir "$OUT" --output "$name.html" "$SCRATCH/$name.ipynb"
   if [ "$SCALE" = smoke ] && [ "$OUT" = reports ]; then dest="$nb"; else dest="$OUT/$name.ipynb"; fi
   python3 scripts/strip-plotly.py "$SCRATCH/$name.ipynb" "$dest"
   echo "    executed in $(( $(date +%s) - start )) s -> $OUT/$name.html, $dest"

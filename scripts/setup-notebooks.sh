@@ -14,17 +14,17 @@ ENV_DIR="$NB/jupyter"
 EVCXR_ROOT="$NB/evcxr"
 
 if command -v conda >/dev/null 2>&1 && [ "${ENTROPY_LENS_USE_VENV:-0}" != 1 ]; then
-  [ -x "$ENV_DIR/bin/jupyter" ] || conda env create -p "$ENV_DIR" -f environment.yml
+  [ -x "$ENV_DIR/bin/jupyter" ] || timeout 3600 conda env create -p "$ENV_DIR" -f environment.yml
 else
   # Same packages from PyPI, same pins (see environment.yml).
   [ -x "$ENV_DIR/bin/python" ] || python3 -m venv "$ENV_DIR"
-  "$ENV_DIR/bin/pip" install -q -r scripts/requirements-notebooks.txt
+  timeout 1800 "$ENV_DIR/bin/pip" install -q -r scripts/requirements-notebooks.txt
 fi
 
 # cargo records what it installed under --root; evcxr_jupyter itself has no --version.
 if ! grep -q "evcxr_jupyter $EVCXR_VERSION " "$EVCXR_ROOT/.crates.toml" 2>/dev/null || [ ! -x "$EVCXR_ROOT/bin/evcxr_jupyter" ]; then
   echo "installing evcxr_jupyter $EVCXR_VERSION (about 12 minutes on 2 cores, once)"
-  cargo install evcxr_jupyter --version "$EVCXR_VERSION" --locked --root "$EVCXR_ROOT"
+  timeout 3600 cargo install evcxr_jupyter --version "$EVCXR_VERSION" --locked --root "$EVCXR_ROOT"
 fi
 # Register the kernel inside the env (JUPYTER_PATH is honoured by evcxr_jupyter --install).
 JUPYTER_PATH="$ENV_DIR/share/jupyter" PATH="$EVCXR_ROOT/bin:$PATH" "$EVCXR_ROOT/bin/evcxr_jupyter" --install >/dev/null

@@ -49,6 +49,11 @@ pub mod runner;
 
 pub use error::{Error, Result};
 
+// The README's Rust examples compile as doc tests, so they cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 // The versions this crate is built with, so notebooks need a single `:dep`.
 pub use candle_core;
 pub use ndarray;

@@ -5,8 +5,14 @@
 //! runs it. `REPORTS_DIR` selects the folder of reports (default `reports/`); every `*.html` in it is
 //! checked.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
+
+/// One headless Chromium run; a run past it is killed with all its helper processes.
+const BROWSER_LIMIT: Duration = Duration::from_secs(90);
 
 fn chromium() -> PathBuf {
     for c in ["chromium", "chromium-browser", "google-chrome"] {
@@ -19,8 +25,35 @@ fn chromium() -> PathBuf {
     panic!("Chromium is not installed: `apt-get install chromium` (scripts/test.sh does it)");
 }
 
-/// Runs Chromium headless on `url` with `args`, offline.
-fn offline_chromium(profile: &Path, args: &[String]) -> std::process::Output {
+/// Runs Chromium headless with `args`, offline, within [`BROWSER_LIMIT`]; once more if the first run
+/// hangs or fails (a fresh profile folder each time). Fails naming `report` and `step`.
+fn offline_chromium(
+    profile: &Path,
+    args: &[String],
+    report: &Path,
+    step: &str,
+) -> std::process::Output {
+    let mut last = String::new();
+    for attempt in 1..=2 {
+        let dir = profile.with_extension(format!("try{attempt}"));
+        // A run that ends is judged by what it produced (the checks below); one that hangs is
+        // killed and tried once more.
+        match chromium_once(&dir, args) {
+            Ok(out) => return out,
+            Err(e) => last = e.to_string(),
+        }
+        eprintln!("{} ({step}), attempt {attempt}: {last}", report.display());
+    }
+    panic!(
+        "headless Chromium failed twice on {} ({step}): {last}",
+        report.display()
+    );
+}
+
+fn chromium_once(
+    profile: &Path,
+    args: &[String],
+) -> Result<std::process::Output, common::process::RunError> {
     let mut cmd_args: Vec<String> = vec![
         "--headless".into(),
         "--no-sandbox".into(),
@@ -51,7 +84,7 @@ fn offline_chromium(profile: &Path, args: &[String]) -> std::process::Output {
     } else {
         Command::new(chromium())
     };
-    cmd.args(&cmd_args).output().expect("running chromium")
+    common::output_within(cmd.args(&cmd_args), BROWSER_LIMIT)
 }
 
 #[test]
@@ -81,7 +114,12 @@ fn check_report(html: &Path) {
     let url = format!("file://{}", html.display());
     let tmp = tempfile::tempdir().unwrap();
 
-    let dom = offline_chromium(&tmp.path().join("p1"), &["--dump-dom".into(), url.clone()]);
+    let dom = offline_chromium(
+        &tmp.path().join("p1"),
+        &["--dump-dom".into(), url.clone()],
+        &html,
+        "loading the page and dumping its DOM",
+    );
     let dom = String::from_utf8_lossy(&dom.stdout);
     let charts = dom.matches("class=\"entropy-lens-chart").count();
     let plotted = dom.matches("js-plotly-plot").count();
@@ -118,6 +156,8 @@ fn check_report(html: &Path) {
             "--window-size=1280,2400".into(),
             url,
         ],
+        &html,
+        "taking a screenshot",
     );
     let decoder = png::Decoder::new(std::io::BufReader::new(
         std::fs::File::open(&shot).expect("screenshot written"),

@@ -3,27 +3,15 @@
 
 mod common;
 
+use common::{fails, run};
+
 use std::path::PathBuf;
-use std::process::{Command, Output};
 
 use serde_json::Value;
-
-fn run(args: &[&str]) -> Output {
-    Command::new(common::cli()).args(args).output().unwrap()
-}
 
 fn stats_dir() -> PathBuf {
     PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("run through cargo"))
         .join("tests/golden/stats")
-}
-
-fn fails(args: &[&str]) -> String {
-    let out = run(args);
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(!out.status.success(), "expected failure: {args:?}");
-    assert!(!err.contains("panicked"), "{err}");
-    assert!(err.contains("error"), "{err}");
-    err
 }
 
 #[test]

@@ -3,22 +3,17 @@
 
 mod common;
 
+use common::{fails, run};
+
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use candle_core::quantized::gguf_file::{self, Value as GgufValue};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 use serde_json::Value;
 
-use common::{cli, f64s, golden, u32s};
-
-fn run(args: &[&str]) -> Output {
-    Command::new(cli())
-        .args(args)
-        .output()
-        .expect("running the entropy-lens binary")
-}
+use common::{f64s, golden, u32s};
 
 fn json_lines(out: &Output) -> Vec<Value> {
     assert!(
@@ -32,19 +27,6 @@ fn json_lines(out: &Output) -> Vec<Value> {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
-}
-
-/// Runs a command that must fail cleanly; returns its stderr.
-fn fails(args: &[&str]) -> String {
-    let out = run(args);
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(!out.status.success(), "expected failure for {args:?}");
-    assert!(!stderr.contains("panicked"), "panic for {args:?}: {stderr}");
-    assert!(
-        stderr.contains("error"),
-        "no error message for {args:?}: {stderr}"
-    );
-    stderr
 }
 
 fn smollm2() -> String {

@@ -5,38 +5,14 @@
 
 mod common;
 
+use common::{fails, ok};
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use rand::Rng;
 use serde_json::Value;
-
-fn el(args: &[&str]) -> Output {
-    Command::new(common::cli())
-        .args(args)
-        .output()
-        .expect("running entropy-lens")
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = el(args);
-    assert!(
-        out.status.success(),
-        "entropy-lens {args:?} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn fails(args: &[&str]) -> String {
-    let out = el(args);
-    assert_eq!(out.status.code(), Some(1), "expected exit 1 for {args:?}");
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(err.starts_with("error: "), "{err}");
-    assert!(!err.contains("panicked"), "{err}");
-    err
-}
 
 fn read(p: &Path) -> Vec<u8> {
     std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))

@@ -6,6 +6,8 @@
 
 mod common;
 
+use common::OutputBounded;
+
 use std::path::PathBuf;
 
 use entropy_lens::lens::StatSpec;
@@ -200,7 +202,7 @@ fn profile_json(model: &str, envs: &[(&str, &std::path::Path)]) -> std::process:
     for (k, v) in envs {
         cmd.env(k, v);
     }
-    cmd.env("HF_HUB_OFFLINE", "1").output().unwrap()
+    cmd.env("HF_HUB_OFFLINE", "1").output_bounded().unwrap()
 }
 
 #[test]
@@ -283,7 +285,7 @@ fn registry_names_resolve_to_the_hub_and_say_what_to_do_offline() {
 fn models_command_lists_the_registry() {
     let out = std::process::Command::new(common::cli())
         .args(["models", "--json"])
-        .output()
+        .output_bounded()
         .unwrap();
     assert!(out.status.success());
     let rows: Vec<Value> = String::from_utf8_lossy(&out.stdout)

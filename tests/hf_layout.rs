@@ -6,6 +6,8 @@
 
 mod common;
 
+use common::OutputBounded;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -173,7 +175,7 @@ fn hub_repo_id_resolves_through_the_hf_cache_offline() {
             ])
             .env("HF_HOME", home.path())
             .env("HF_HUB_OFFLINE", "1")
-            .output()
+            .output_bounded()
             .unwrap()
     };
     let gguf = common::smollm2();
@@ -231,7 +233,7 @@ fn vision_repo_id_resolves_through_the_hf_cache_offline() {
             ])
             .env("HF_HOME", home.path())
             .env("HF_HUB_OFFLINE", "1")
-            .output()
+            .output_bounded()
             .unwrap()
     };
     let lines = |out: &std::process::Output| -> Vec<Value> {
@@ -266,7 +268,7 @@ fn vision_repo_id_resolves_through_the_hf_cache_offline() {
         ])
         .env("HF_HOME", home.path())
         .env("HF_HUB_OFFLINE", "1")
-        .output()
+        .output_bounded()
         .unwrap();
     let err = String::from_utf8_lossy(&d.stderr);
     assert!(!d.status.success());

@@ -3,24 +3,13 @@
 
 mod common;
 
-use std::process::{Command, Output};
+use common::OutputBounded;
+
+use common::{fails_with, run};
+
+use std::process::Command;
 
 use serde_json::Value;
-
-fn run(args: &[&str]) -> Output {
-    Command::new(common::cli()).args(args).output().unwrap()
-}
-
-/// Runs a command that must fail with exit code 1 and an error naming `needle`.
-fn fails_with(args: &[&str], needle: &str) {
-    let out = run(args);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
-    assert!(
-        stderr.contains("error") && stderr.contains(needle),
-        "{args:?}: {stderr}"
-    );
-}
 
 fn smollm2() -> String {
     common::smollm2().to_string_lossy().into_owned()
@@ -358,7 +347,7 @@ fn an_unwritable_stderr_or_a_closed_stdout_is_exit_1_not_a_panic_or_lost_output(
     let out = Command::new(common::cli())
         .args(["profile", "--model", "/nonexistent.gguf", "--prompt", "a"])
         .stderr(full)
-        .output()
+        .output_bounded()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     // A closed stdout (`>&-`): the results would be lost, so it is refused.
@@ -367,7 +356,7 @@ fn an_unwritable_stderr_or_a_closed_stdout_is_exit_1_not_a_panic_or_lost_output(
         .arg("exec \"$0\" profile --model \"$1\" --prompt Hi >&-")
         .arg(common::cli())
         .arg(tiny())
-        .output()
+        .output_bounded()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
@@ -377,7 +366,7 @@ fn an_unwritable_stderr_or_a_closed_stdout_is_exit_1_not_a_panic_or_lost_output(
     let out = Command::new(common::cli())
         .args(["profile", "--model", &tiny(), "--prompt", "Hi"])
         .stdout(std::process::Stdio::null())
-        .output()
+        .output_bounded()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let out = Command::new("sh")
@@ -385,7 +374,7 @@ fn an_unwritable_stderr_or_a_closed_stdout_is_exit_1_not_a_panic_or_lost_output(
         .arg("exec \"$0\" profile --model \"$1\" --prompt Hi 1<>/dev/null")
         .arg(common::cli())
         .arg(tiny())
-        .output()
+        .output_bounded()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     // A reader that stops early (`| head -c 1`) is not an error.
@@ -394,7 +383,7 @@ fn an_unwritable_stderr_or_a_closed_stdout_is_exit_1_not_a_panic_or_lost_output(
         .arg("\"$0\" profile --model \"$1\" --prompt Hi --generate 30 --all-positions | head -c 1 >/dev/null; exit ${PIPESTATUS:-0}")
         .arg(common::cli())
         .arg(tiny())
-        .output()
+        .output_bounded()
         .unwrap();
     assert!(
         !String::from_utf8_lossy(&out.stderr).contains("panicked"),
@@ -411,7 +400,7 @@ fn without_a_home_folder_the_cache_is_refused_not_shared() {
         .env_remove("ENTROPY_LENS_CACHE")
         .env_remove("ENTROPY_LENS_MODELS")
         .env_remove("ENTROPY_LENS_MODEL")
-        .output()
+        .output_bounded()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
@@ -436,7 +425,7 @@ fn a_corrupted_cached_default_model_is_refused() {
             .env("ENTROPY_LENS_MODELS", &models)
             .env("ENTROPY_LENS_CACHE", dir.path().join("cache"))
             .env_remove("ENTROPY_LENS_MODEL")
-            .output()
+            .output_bounded()
             .unwrap()
     };
     let out = run_default();
@@ -476,7 +465,7 @@ fn candle_errors_carry_no_backtrace_into_the_error_line() {
             "a",
         ])
         .env("RUST_BACKTRACE", "1")
-        .output()
+        .output_bounded()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");

@@ -1,5 +1,7 @@
 //! The committed notebooks and their HTML reports: executed without errors, Plotly charts present,
-//! no plotly.js inside the notebooks (their reports embed it exactly once each).
+//! no plotly.js inside the notebooks (their reports embed it exactly once each), and an
+//! experiment's progress shown on one line (updated in place, folded to its last state in the
+//! saved notebook).
 //!
 //! `NOTEBOOKS_DIR` / `REPORTS_DIR` point the checks at freshly executed copies (`scripts/test.sh`
 //! does so after executing the notebooks headless); by default the committed `notebooks/` and
@@ -9,11 +11,14 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-const NOTEBOOKS: [&str; 5] = [
+const NOTEBOOKS: [&str; 8] = [
     "01_quickstart",
     "02_validation_c1_c2",
+    "03_model_families",
     "04_task_types",
     "05_output_formats_renyi",
+    "06_mmlu_correctness",
+    "07_layer_skipping",
     "08_vision_transformers",
 ];
 
@@ -80,6 +85,16 @@ fn notebooks_are_executed_without_errors_and_carry_charts_but_no_plotly_js() {
                 assert!(
                     !stream.contains("panicked"),
                     "{name}: a cell panicked: {stream}"
+                );
+                // Progress updates in place: the saved output keeps its last state only.
+                assert!(
+                    !stream.contains('\r'),
+                    "{name}: progress carriage returns left unfolded: {stream:?}"
+                );
+                let statuses = stream.lines().filter(|l| l.contains("items/s")).count();
+                assert!(
+                    statuses <= 1,
+                    "{name}: {statuses} progress lines in one cell output, expected one:\n{stream}"
                 );
                 let html = text(&out["data"]["text/html"]);
                 charts += html.matches("class=\"entropy-lens-chart\"").count();

@@ -8,6 +8,10 @@ use entropy_lens::fetch::{self, OfflineModel};
 use serde_json::Value;
 
 pub mod parity;
+pub mod process;
+
+#[allow(unused_imports)]
+pub use process::{fails, fails_with, ok, output_within, run, OutputBounded};
 
 static FETCH_LOCK: Mutex<()> = Mutex::new(());
 
