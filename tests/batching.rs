@@ -30,7 +30,7 @@ fn profiler(model: &Path) -> Profiler {
 fn requests() -> Vec<ProfileRequest> {
     let sampled = Sampling {
         temperature: 0.8,
-        top_p: Some(0.9),
+        sample_top_p: Some(0.9),
         seed: 7,
     };
     vec![

@@ -58,7 +58,7 @@ fn seeded_sampling_is_reproducible_and_differs_from_greedy() {
     let sample = |p: &mut Profiler, seed: u64| {
         let s = Sampling {
             temperature: 1.0,
-            top_p: Some(0.95),
+            sample_top_p: Some(0.95),
             seed,
         };
         p.run(

@@ -29,7 +29,11 @@ fn device_reduction_matches_cpu_kernel() {
             .unsqueeze(0)
             .unwrap();
         let cap = model.forward_capture(&input, Positions::All).unwrap();
-        let rows: Vec<Tensor> = cap.layers.iter().map(|t| t.squeeze(0).unwrap()).collect();
+        let rows: Vec<Tensor> = cap
+            .residuals
+            .iter()
+            .map(|t| t.squeeze(0).unwrap())
+            .collect();
         let rows = Tensor::cat(&rows, 0).unwrap();
         let spec = StatSpec {
             alphas: vec![0.0, 0.5, 2.0, f64::INFINITY],

@@ -86,7 +86,7 @@ fn check(model: &str, architecture: &str, n_layers: usize) {
         assert!(plain.positions[0].embed.is_none());
         assert_eq!(plain.positions[0].shannon.len(), n_layers);
         assert_eq!(profile.prompt, g["file"].as_str().unwrap());
-        assert_eq!(profile.n_layers, n_layers);
+        assert_eq!(profile.n_blocks, n_layers);
         assert_eq!(profile.positions.len(), 1);
         report.position(&profile.positions[0], &g["layers"], &g["embed"], 0);
         assert_eq!(

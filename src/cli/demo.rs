@@ -47,7 +47,7 @@ pub fn demo(prompt: &str, generate: usize, out: &mut impl Write) -> Result<()> {
                 path.display(),
                 loaded.as_secs_f64(),
                 profile.generated_ids.len(),
-                profile.n_layers,
+                profile.n_blocks,
                 ran.as_secs_f64(),
                 profile.generated_ids.len() as f64 / ran.as_secs_f64().max(1e-9)
             ),

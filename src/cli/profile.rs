@@ -172,7 +172,7 @@ pub fn profile(
             include_embed: opts.embed,
             sampling: Sampling {
                 temperature: opts.temperature,
-                top_p: opts.sample_top_p,
+                sample_top_p: opts.sample_top_p,
                 seed: opts.seed,
             },
             token_ids: None,
@@ -261,7 +261,7 @@ pub fn render_table(p: &EntropyProfile) -> String {
     s.push_str(&format!(
         "model  {}  ({} layers)\n",
         super::printable(&p.model),
-        p.n_layers
+        p.n_blocks
     ));
     s.push_str(&format!("prompt {:?}\n", p.prompt));
     if !p.generated_ids.is_empty() {
@@ -280,7 +280,7 @@ pub fn render_table(p: &EntropyProfile) -> String {
         "max",
         "last",
         "top-p",
-        w = p.n_layers.max(38)
+        w = p.n_blocks.max(38)
     ));
     let all = p.all_ids();
     for pos in &p.positions {
@@ -311,7 +311,7 @@ pub fn render_table(p: &EntropyProfile) -> String {
             hmax,
             last,
             topp,
-            w = p.n_layers.max(38)
+            w = p.n_blocks.max(38)
         ));
     }
     s

@@ -364,7 +364,7 @@ impl<'a, E: Experiment> Cx<'a, E> {
             include_embed: false,
             sampling: Sampling {
                 temperature: g.temperature,
-                top_p: g.sample_top_p,
+                sample_top_p: g.sample_top_p,
                 seed: self.cfg.seed.wrapping_add(item.index as u64),
             },
             token_ids: None,

@@ -261,7 +261,7 @@ impl Experiment for Family {
                 token_ids: token_ids.clone(),
                 sampling: Sampling {
                     temperature: g.temperature,
-                    top_p: g.sample_top_p,
+                    sample_top_p: g.sample_top_p,
                     seed: cx.cfg.seed.wrapping_add(item.index as u64),
                 },
                 ..Default::default()

@@ -146,12 +146,12 @@ pub fn check_depths(cfg: &ExperimentConfig, tokens: usize, records: &[Record]) -
         return Err(Error::Data("no records to analyse".into()));
     }
     for r in records {
-        if r.profile.n_layers != l || r.profile.positions.len() != t {
+        if r.profile.n_blocks != l || r.profile.positions.len() != t {
             return Err(Error::Data(format!(
                 "record {} has {} positions × {} blocks, expected {t} × {l}",
                 r.id,
                 r.profile.positions.len(),
-                r.profile.n_layers
+                r.profile.n_blocks
             )));
         }
     }

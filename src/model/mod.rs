@@ -142,9 +142,10 @@ pub enum Positions {
 /// Residual streams kept from one forward pass.
 #[derive(Clone, Debug)]
 pub struct Captured {
-    /// `layers[0]` is the embedding output, `layers[i]` the residual after block i;
-    /// each is [b, p, d] with p = 1 for [`Positions::Last`].
-    pub layers: Vec<Tensor>,
+    /// The residual stream: `residuals[0]` is the embedding output (layer 0), `residuals[b]` the
+    /// stream after block b (layer b, b = 1..=L); each is [b, p, d] with p = 1 for
+    /// [`Positions::Last`].
+    pub residuals: Vec<Tensor>,
 }
 
 impl Model {
@@ -362,7 +363,7 @@ impl Model {
                 }
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(Captured { layers })
+        Ok(Captured { residuals: layers })
     }
 
     /// The model's own next-token logits at every position of `ids` ([b, s] → [b, s, vocab]),

@@ -80,6 +80,7 @@ enum Matrix {
 #[derive(Clone, Debug)]
 pub struct Linear {
     weight: Matrix,
+    /// In the dtype of the layer's output (the activation dtype), converted once at load.
     bias: Option<Tensor>,
 }
 
@@ -89,7 +90,10 @@ impl Linear {
     pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         let y = self.forward_weight(x)?;
         match &self.bias {
-            Some(b) => y.broadcast_add(&b.to_dtype(y.dtype())?),
+            Some(b) => {
+                debug_assert_eq!(b.dtype(), y.dtype(), "bias dtype fixed at load");
+                y.broadcast_add(b)
+            }
             None => Ok(y),
         }
     }
@@ -181,12 +185,16 @@ impl Linear {
             None
         } else {
             // A missing bias is a zero one: adding 0 leaves every output unchanged.
+            let dtype = parts
+                .iter()
+                .find_map(|p| p.bias.as_ref().map(Tensor::dtype))
+                .unwrap_or(DType::F32);
             let mut bs = Vec::with_capacity(parts.len());
             for p in parts {
                 let (n, _) = p.dims()?;
                 bs.push(match &p.bias {
-                    Some(b) => b.to_dtype(DType::F32)?,
-                    None => Tensor::zeros(n, DType::F32, &first.weight_device())?,
+                    Some(b) => b.to_dtype(dtype)?,
+                    None => Tensor::zeros(n, dtype, &first.weight_device())?,
                 });
             }
             Some(Tensor::cat(&bs, 0)?)
@@ -616,7 +624,11 @@ impl Weights {
         if !self.contains(&bias) {
             return Ok(None);
         }
-        Ok(Some(self.dense(&self.full_name(&bias), DType::F32)?))
+        // The dtype the layer's output has (dense weights compute in it; quantized ones give
+        // f32), so the bias is converted once here rather than at every forward.
+        Ok(Some(
+            self.dense(&self.full_name(&bias), self.activation_dtype())?,
+        ))
     }
 
     /// A LayerNorm's weight and bias (`<name>.weight`, `<name>.bias`) as f32.
@@ -673,6 +685,9 @@ impl Weights {
 /// `blk.{i}.`). Weights and biases of a module map alike (`.weight`/`.bias` suffixes are kept).
 #[derive(Debug)]
 pub(crate) struct GgufNames {
+    /// A table these names extend: a name not found here is looked up there (so a family that
+    /// differs from Llama in a few names lists only those).
+    pub base: Option<&'static GgufNames>,
     pub model: &'static [(&'static str, &'static str)],
     pub layers: &'static str,
     pub block: &'static [(&'static str, &'static str)],
@@ -690,6 +705,11 @@ impl GgufNames {
     }
 
     fn map(&self, name: &str, to_gguf: bool) -> Option<String> {
+        self.map_own(name, to_gguf)
+            .or_else(|| self.base.and_then(|b| b.map(name, to_gguf)))
+    }
+
+    fn map_own(&self, name: &str, to_gguf: bool) -> Option<String> {
         let pick = |pair: &(&'static str, &'static str)| {
             if to_gguf {
                 (pair.0, pair.1)
@@ -774,6 +794,23 @@ mod tests {
             "blk.0.ffn_norm.weight"
         );
         assert!(gguf_name(Architecture::Llama, "model.layers.x.mlp.up_proj.weight").is_none());
+        // Gemma's table overrides Llama's: ffn_norm is the norm before the MLP there.
+        assert_eq!(
+            hf_name(Architecture::Gemma3, "blk.3.ffn_norm.weight").unwrap(),
+            "model.layers.3.pre_feedforward_layernorm.weight"
+        );
+        assert_eq!(
+            hf_name(Architecture::Gemma2, "blk.3.post_ffw_norm.weight").unwrap(),
+            "model.layers.3.post_feedforward_layernorm.weight"
+        );
+        assert_eq!(
+            gguf_name(
+                Architecture::Gemma3,
+                "model.layers.3.self_attn.q_norm.weight"
+            )
+            .unwrap(),
+            "blk.3.attn_q_norm.weight"
+        );
     }
 
     #[test]

@@ -105,7 +105,7 @@ pub fn entropy_heatmap(
     if profile.positions.is_empty() {
         return Err(Error::Data("the profile has no measured positions".into()));
     }
-    let l = profile.n_layers;
+    let l = profile.n_blocks;
     let x: Vec<String> = profile
         .positions
         .iter()

@@ -123,8 +123,10 @@ pub struct EntropyProfile {
     /// Model name (file stem or repo id).
     pub model: String,
     pub prompt: String,
-    /// Number of transformer blocks L (length of every per-layer array).
-    pub n_layers: usize,
+    /// Number of transformer blocks L: the length of every per-layer array (layer 0, the embedding
+    /// output, is measured apart, in `embed`). `n_layers` in JSON, as the contract has it.
+    #[serde(rename = "n_layers")]
+    pub n_blocks: usize,
     pub prompt_ids: Vec<u32>,
     pub generated_ids: Vec<u32>,
     /// Text of each token of `prompt_ids ++ generated_ids`.
@@ -163,7 +165,7 @@ impl EntropyProfile {
     }
 
     fn matrix(&self, row: impl Fn(&PositionProfile) -> Result<Vec<f64>>) -> Result<Array2<f64>> {
-        let l = self.n_layers;
+        let l = self.n_blocks;
         let mut m = Array2::zeros((self.positions.len(), l));
         for (i, p) in self.positions.iter().enumerate() {
             let r = row(p)?;
@@ -224,7 +226,7 @@ impl EntropyProfile {
     /// # Errors
     /// [`Error::Data`] naming the first position and field that is inconsistent.
     pub fn validate(&self) -> Result<()> {
-        let l = self.n_layers;
+        let l = self.n_blocks;
         let bad = |what: String| Err(Error::Data(format!("inconsistent entropy profile: {what}")));
         if l == 0 {
             return bad("n_layers is 0".into());
@@ -346,7 +348,7 @@ mod tests {
         EntropyProfile {
             model: "m".into(),
             prompt: "p".into(),
-            n_layers: 3,
+            n_blocks: 3,
             prompt_ids: vec![1, 2],
             generated_ids: vec![3],
             tokens: vec!["a".into(), "b".into(), "c".into()],
@@ -373,10 +375,10 @@ mod tests {
         p.positions[1].shannon.pop();
         refused(&p, "position 1: shannon has 2 values, expected 3");
         let mut p = profile();
-        p.n_layers = 4;
+        p.n_blocks = 4;
         refused(&p, "shannon has 3 values, expected 4");
         let mut p = profile();
-        p.n_layers = 0;
+        p.n_blocks = 0;
         refused(&p, "n_layers is 0");
         let mut p = profile();
         p.positions[0].shannon[1] = -0.5;

@@ -156,7 +156,7 @@ impl ImageProfiler {
             out.push(EntropyProfile {
                 model: self.model.info().name.clone(),
                 prompt: name.clone(),
-                n_layers,
+                n_blocks: n_layers,
                 prompt_ids: Vec::new(),
                 generated_ids: vec![predicted],
                 tokens: vec![label.clone()],

@@ -22,8 +22,10 @@ use crate::profile::{EntropyProfile, PositionProfile, Provenance};
 pub struct Sampling {
     /// 0 means greedy (argmax, smallest id on ties).
     pub temperature: f64,
-    /// Nucleus sampling mass (None: sample from the whole distribution).
-    pub top_p: Option<f64>,
+    /// Nucleus (top-p) sampling mass, `--sample-top-p` (None: sample from the whole distribution).
+    /// Not the lens' top-p candidate set ([`crate::lens::StatSpec::top_p`]).
+    #[serde(alias = "top_p")]
+    pub sample_top_p: Option<f64>,
     pub seed: u64,
 }
 
@@ -31,7 +33,7 @@ impl Default for Sampling {
     fn default() -> Self {
         Self {
             temperature: 0.0,
-            top_p: None,
+            sample_top_p: None,
             seed: 42,
         }
     }
@@ -400,7 +402,7 @@ impl Profiler {
         Ok(EntropyProfile {
             model: self.model.info().name.clone(),
             prompt: req.prompt.clone(),
-            n_layers: self.model.n_layers(),
+            n_blocks: self.model.n_layers(),
             tokens: all.iter().map(|&i| self.tokenizer.token_text(i)).collect(),
             generated_text: self.tokenizer.decode(&generated)?,
             prompt_ids,
@@ -582,7 +584,7 @@ impl Profiler {
             add_bos: req.add_bos,
             ignore_eos: req.ignore_eos,
             temperature: req.sampling.temperature,
-            sample_top_p: req.sampling.top_p,
+            sample_top_p: req.sampling.sample_top_p,
             seed: req.sampling.seed,
             crate_version: CRATE_VERSION.to_string(),
         }
@@ -596,7 +598,7 @@ impl Profiler {
         first_position: usize,
         include_embed: bool,
     ) -> Result<(Vec<PositionProfile>, Vec<f32>)> {
-        let p = captured.layers.first().map_or(Ok(0), |l| l.dim(1))?;
+        let p = captured.residuals.first().map_or(Ok(0), |l| l.dim(1))?;
         let picks: Vec<Pick> = (0..p)
             .map(|column| Pick {
                 row: 0,
@@ -624,7 +626,7 @@ impl Profiler {
             return Ok((Vec::new(), Vec::new()));
         }
         let from = if include_embed { 0 } else { 1 };
-        let used: Vec<&Tensor> = captured.layers[from..].iter().collect();
+        let used: Vec<&Tensor> = captured.residuals[from..].iter().collect();
         let nl = used.len();
         // [b, p, d] per layer → [b, p, layers, d] → one row per (pick, layer), pick-major.
         let stacked = Tensor::stack(&used, 2)?;
@@ -684,7 +686,7 @@ fn check_sampling(sampling: &Sampling) -> Result<()> {
             sampling.temperature
         )));
     }
-    if let Some(p) = sampling.top_p {
+    if let Some(p) = sampling.sample_top_p {
         if !(p > 0.0 && p <= 1.0) {
             return Err(Error::invalid(format!(
                 "sampling top-p must be in (0, 1], got {p}"
@@ -707,7 +709,7 @@ fn sampler(s: &Sampling) -> Option<LogitsProcessor> {
     if s.temperature <= 0.0 {
         return None;
     }
-    let sampling = match s.top_p {
+    let sampling = match s.sample_top_p {
         Some(p) if p < 1.0 => CandleSampling::TopP {
             p,
             temperature: s.temperature,

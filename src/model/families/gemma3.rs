@@ -7,10 +7,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Family, HfConfig, GEMMA_SANDWICH_GGUF_NAMES};
+use super::{common, gemma, Family, HfConfig, GEMMA_SANDWICH_GGUF_NAMES};
 use crate::error::{Error, Result};
 use crate::model::config::{EosTokenIds, GgufMetadata, RopeScalingConfig};
-use crate::model::decoder::{Activation, AttentionKind, DecoderSpec, NormKind, TensorNames};
+use crate::model::decoder::{AttentionKind, DecoderSpec, TensorNames};
 use crate::model::layers::{RopeScaling, Rotary};
 use crate::model::weights::Weights;
 use crate::model::Architecture;
@@ -129,24 +129,6 @@ impl Config {
             ),
         }
     }
-
-    fn validate(&self) -> Result<()> {
-        if self.sliding_window_pattern == Some(0) {
-            return Err(Error::Config(
-                "sliding_window_pattern must be at least 1 (every n-th layer is global)".into(),
-            ));
-        }
-        if let Some(types) = &self.layer_types {
-            if types.len() != self.num_hidden_layers {
-                return Err(Error::Config(format!(
-                    "layer_types has {} entries for {} layers",
-                    types.len(),
-                    self.num_hidden_layers
-                )));
-            }
-        }
-        Ok(())
-    }
 }
 
 pub(crate) const FAMILY: Family = Family {
@@ -160,10 +142,68 @@ pub(crate) const FAMILY: Family = Family {
     from_gguf: Some(from_gguf),
 };
 
+/// Gemma 3 from its `config.json` through [`HfConfig`], as every family reads it: both the older
+/// keys (`rope_theta`, `rope_local_base_freq`, `rope_scaling`, `sliding_window_pattern`) and
+/// transformers 5's (`rope_parameters` per layer type, `layer_types`); absent keys take
+/// `Gemma3TextConfig`'s defaults.
 fn from_hf(c: &HfConfig, _w: &Weights) -> Result<DecoderSpec> {
-    let cfg: Config = serde_json::from_value(c.legacy_json())
-        .map_err(|e| Error::Config(format!("config.json: {e}")))?;
-    cfg.spec(c)
+    spec_of(c)
+}
+
+fn spec_of(c: &HfConfig) -> Result<DecoderSpec> {
+    let mut names = TensorNames::llama().with_sandwich_norms();
+    names.qk_norm = Some(("self_attn.q_norm", "self_attn.k_norm"));
+    let mut spec = gemma::gemma_base(c, names)?;
+    let head_dim = spec.head_dim;
+    let global = AttentionKind {
+        rotary: Some(common::rotary(c, head_dim, None, 1_000_000.0)?),
+        window: None,
+    };
+    let sliding_entry = c
+        .json()
+        .get("rope_parameters")
+        .and_then(|p| p.get("sliding_attention"))
+        .is_some();
+    let local_theta = match c.opt_f64("rope_local_base_freq")? {
+        Some(t) => t,
+        None if sliding_entry => c.rope_theta(Some("sliding_attention"), LOCAL_ROPE_BASE)?,
+        None => LOCAL_ROPE_BASE,
+    };
+    let local = AttentionKind {
+        // Local layers never scale their RoPE.
+        rotary: Some(Rotary::new(
+            head_dim,
+            local_theta,
+            &RopeScaling::None,
+            false,
+        )),
+        window: Some(c.opt_usize("sliding_window")?.unwrap_or(4096)),
+    };
+    let layers = spec.n_layers;
+    let sliding: Vec<bool> = match common::layer_types(c, layers)? {
+        Some(types) => types,
+        None => {
+            let pattern = c
+                .opt_usize("sliding_window_pattern")?
+                .unwrap_or(SLIDING_WINDOW_PATTERN);
+            if pattern == 0 {
+                return Err(Error::Config(
+                    "sliding_window_pattern must be at least 1 (every n-th layer is global)".into(),
+                ));
+            }
+            (0..layers)
+                .map(|i| !(i + 1).is_multiple_of(pattern))
+                .collect()
+        }
+    };
+    spec.attention_scale = c
+        .opt_f64("query_pre_attn_scalar")?
+        .unwrap_or(256.0)
+        .powf(-0.5);
+    spec.attention_kinds = vec![global, local];
+    spec.layer_attention = sliding.iter().map(|&s| usize::from(s)).collect();
+    spec.final_logit_softcap = c.opt_f64("final_logit_softcapping")?;
+    Ok(spec)
 }
 
 fn from_gguf(md: &GgufMetadata, w: &Weights) -> Result<DecoderSpec> {
@@ -171,62 +211,6 @@ fn from_gguf(md: &GgufMetadata, w: &Weights) -> Result<DecoderSpec> {
         &HfConfig::new(serde_json::to_value(Config::from_gguf(md)?)?),
         w,
     )
-}
-
-impl Config {
-    /// The decoder this configuration describes: sandwich norms with (1 + w) scales, q/k norms,
-    /// GELU-tanh MLP, √d embedding scale, global layers with their RoPE base and local
-    /// sliding-window layers with theirs.
-    fn spec(&self, c: &HfConfig) -> Result<DecoderSpec> {
-        self.validate()?;
-        let scaling: RopeScaling = self
-            .rope_scaling
-            .as_ref()
-            .map(|r| r.to_scaling())
-            .transpose()?
-            .unwrap_or_default();
-        let global = AttentionKind {
-            rotary: Some(Rotary::new(self.head_dim, self.rope_theta, &scaling, false)),
-            window: None,
-        };
-        let local = AttentionKind {
-            rotary: Some(Rotary::new(
-                self.head_dim,
-                self.rope_local_base_freq,
-                &RopeScaling::None,
-                false,
-            )),
-            window: Some(self.sliding_window),
-        };
-        let mut names = TensorNames::llama().with_sandwich_norms();
-        names.qk_norm = Some(("self_attn.q_norm", "self_attn.k_norm"));
-        Ok(DecoderSpec {
-            d_model: self.hidden_size,
-            vocab_size: self.vocab_size,
-            context_length: self.max_position_embeddings,
-            n_layers: self.num_hidden_layers,
-            n_heads: self.num_attention_heads,
-            n_kv_heads: self.num_key_value_heads,
-            head_dim: self.head_dim,
-            norm: NormKind::RmsOnePlus,
-            norm_eps: self.rms_norm_eps,
-            activation: Activation::GeluTanh,
-            parallel_residual: false,
-            conv1d: false,
-            // Hugging Face multiplies by √d rounded to the weights' dtype (f32: 25.298222 for d = 640).
-            embed_scale: Some((self.hidden_size as f32).sqrt() as f64),
-            attention_scale: self.query_pre_attn_scalar.powf(-0.5),
-            attention_softcap: None,
-            attention_kinds: vec![global, local],
-            layer_attention: (0..self.num_hidden_layers)
-                .map(|i| if self.is_global(i) { 0 } else { 1 })
-                .collect(),
-            final_logit_softcap: self.final_logit_softcapping,
-            tie_word_embeddings: self.tie_word_embeddings,
-            names,
-            config_json: c.json().clone(),
-        })
-    }
 }
 
 #[cfg(test)]
@@ -261,17 +245,13 @@ mod tests {
             .to_string();
         assert!(e.contains("head_count") && e.contains('0'), "{e}");
 
-        let cfg: Config = serde_json::from_value(serde_json::json!({
+        let c = HfConfig::new(serde_json::json!({
             "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
             "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 16,
             "rms_norm_eps": 1e-6, "query_pre_attn_scalar": 16, "sliding_window": 4,
             "sliding_window_pattern": 0, "max_position_embeddings": 64, "vocab_size": 10
-        }))
-        .unwrap();
-        let e = cfg
-            .spec(&HfConfig::new(serde_json::json!({})))
-            .unwrap_err()
-            .to_string();
+        }));
+        let e = spec_of(&c).unwrap_err().to_string();
         assert!(e.contains("sliding_window_pattern"), "{e}");
     }
 }

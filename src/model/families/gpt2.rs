@@ -25,6 +25,7 @@ pub(crate) const FAMILY: Family = Family {
 };
 
 static GGUF_NAMES: GgufNames = GgufNames {
+    base: None,
     model: &[
         ("transformer.wte", "token_embd"),
         ("transformer.wpe", "position_embd"),

@@ -100,6 +100,7 @@ pub(crate) fn by_gguf_architecture(name: &str) -> Option<&'static Family> {
 
 /// The llama.cpp names shared by the Llama-like families (Llama, Mistral, Qwen 2/3, Gemma 1).
 pub(crate) static LLAMA_GGUF_NAMES: GgufNames = GgufNames {
+    base: None,
     model: &[
         ("model.embed_tokens", "token_embd"),
         ("model.norm", "output_norm"),
@@ -122,29 +123,16 @@ pub(crate) static LLAMA_GGUF_NAMES: GgufNames = GgufNames {
     ],
 };
 
-/// Gemma 2 and 3: the norm after attention is `post_attention_norm`; `ffn_norm` is the norm before
-/// the MLP.
+/// Gemma 2 and 3: Llama's names, except that the norm after attention is `post_attention_norm`,
+/// `ffn_norm` is the norm before the MLP, and the MLP has a norm after it.
 pub(crate) static GEMMA_SANDWICH_GGUF_NAMES: GgufNames = GgufNames {
-    model: &[
-        ("model.embed_tokens", "token_embd"),
-        ("model.norm", "output_norm"),
-        ("lm_head", "output"),
-    ],
+    base: Some(&LLAMA_GGUF_NAMES),
+    model: &[],
     layers: "model.layers",
     block: &[
-        ("input_layernorm", "attn_norm"),
-        ("self_attn.q_proj", "attn_q"),
-        ("self_attn.k_proj", "attn_k"),
-        ("self_attn.v_proj", "attn_v"),
-        ("self_attn.o_proj", "attn_output"),
-        ("self_attn.q_norm", "attn_q_norm"),
-        ("self_attn.k_norm", "attn_k_norm"),
         ("post_attention_layernorm", "post_attention_norm"),
         ("pre_feedforward_layernorm", "ffn_norm"),
         ("post_feedforward_layernorm", "post_ffw_norm"),
-        ("mlp.gate_proj", "ffn_gate"),
-        ("mlp.up_proj", "ffn_up"),
-        ("mlp.down_proj", "ffn_down"),
     ],
 };
 
@@ -345,28 +333,6 @@ impl HfConfig {
             .unwrap_or(default);
         super::decoder::Activation::from_hf(name)
     }
-
-    /// The `config.json` in the older layout that the family's serde configs read: values of
-    /// `rope_parameters` copied to their top-level keys.
-    pub fn legacy_json(&self) -> Value {
-        let mut json = self.json.clone();
-        if let Value::Object(map) = &mut json {
-            if let Ok(theta) = self.rope_theta(None, f64::NAN) {
-                if theta.is_finite() && !map.contains_key("rope_theta") {
-                    map.insert("rope_theta".into(), theta.into());
-                }
-            }
-            if let Some(p) = self.rope_parameters(Some("sliding_attention")) {
-                if let Some(t) = p.get("rope_theta") {
-                    map.entry("rope_local_base_freq").or_insert(t.clone());
-                }
-            }
-            if let Some(s) = self.rope_scaling(None).cloned() {
-                map.entry("rope_scaling").or_insert(s);
-            }
-        }
-        json
-    }
 }
 
 #[cfg(test)]
@@ -400,9 +366,6 @@ mod tests {
             1e4
         );
         assert!(gemma3.rope_scaling(None).is_none());
-        let legacy = gemma3.legacy_json();
-        assert_eq!(legacy["rope_theta"], 1e6);
-        assert_eq!(legacy["rope_local_base_freq"], 1e4);
         // Both generations at once: agreeing is fine, contradicting or mistyped is an error.
         let both = HfConfig::new(serde_json::json!({
             "rope_theta": 500000.0, "rope_parameters": {"rope_theta": 500000.0}}));

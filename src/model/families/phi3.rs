@@ -4,7 +4,7 @@
 // User input reaches this module (issue 10): no unwrap or expect outside tests.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
-use super::{common, Family, HfConfig};
+use super::{common, Family, HfConfig, LLAMA_GGUF_NAMES};
 use crate::error::Result;
 use crate::model::config::GgufMetadata;
 use crate::model::decoder::{DecoderSpec, MlpNames, QkvNames, TensorNames};
@@ -22,23 +22,17 @@ pub(crate) const FAMILY: Family = Family {
     from_gguf: Some(from_gguf),
 };
 
-/// llama.cpp keeps both fusions: `attn_qkv`, and `ffn_up` holding gate and up.
+/// Llama's names, and llama.cpp keeps both fusions: `attn_qkv`, and `ffn_up` holding gate and up.
 static GGUF_NAMES: GgufNames = GgufNames {
+    base: Some(&LLAMA_GGUF_NAMES),
     model: &[
-        ("model.embed_tokens", "token_embd"),
-        ("model.norm", "output_norm"),
-        ("lm_head", "output"),
         ("model.rope_factors_long", "rope_factors_long"),
         ("model.rope_factors_short", "rope_factors_short"),
     ],
     layers: "model.layers",
     block: &[
-        ("input_layernorm", "attn_norm"),
         ("self_attn.qkv_proj", "attn_qkv"),
-        ("self_attn.o_proj", "attn_output"),
-        ("post_attention_layernorm", "ffn_norm"),
         ("mlp.gate_up_proj", "ffn_up"),
-        ("mlp.down_proj", "ffn_down"),
     ],
 };
 
