@@ -88,3 +88,25 @@ fn seeded_sampling_is_reproducible_and_differs_from_greedy() {
         .run(&ProfileRequest::new(prompt).generate(2).sampling(bad))
         .is_err());
 }
+
+#[test]
+fn next_token_logits_are_the_profiled_runs_logits() {
+    // The skip experiment's trials read the answer from these alone (no lens at every block).
+    for path in [common::smollm2(), common::gemma3()] {
+        let mut p = profiler(path);
+        p.model.set_skipped_blocks(&[2, 5]).unwrap();
+        let req = ProfileRequest::new("Question: what is 2 + 2? Answer:");
+        let (_, scored) = p.run_scored(&req, None).unwrap();
+        let alone = p.next_token_logits(&req).unwrap();
+        assert_eq!(scored.len(), alone.len());
+        let worst = scored
+            .iter()
+            .zip(&alone)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        assert!(worst < 1e-4, "logits differ by {worst}");
+        let argmax = |v: &[f32]| entropy_lens::runner::argmax(v);
+        assert_eq!(argmax(&scored), argmax(&alone));
+        p.model.set_skipped_blocks(&[]).unwrap();
+    }
+}

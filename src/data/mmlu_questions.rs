@@ -3,7 +3,7 @@
 //! Appendix B.3 (Table 8) in its three styles.
 //!
 //! Questions load from a local JSON Lines file (`{"subject", "question", "choices": [4], "answer"}`
-//! per line, the layout of `cais/mmlu` rows and of `shared/data/mmlu/`), a Parquet file as the Hub
+//! per line, the layout of `cais/mmlu` rows and of this repository's `data/mmlu/`), a Parquet file as the Hub
 //! stores `cais/mmlu` (`all/<split>-00000-of-00001.parquet`), or the Hub itself through `hf-hub`.
 
 // User input reaches this module (issue 10): no unwrap or expect outside tests.

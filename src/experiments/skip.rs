@@ -210,7 +210,8 @@ fn measure(
                 .wrapping_add((item.index as u64) << 8 | fi as u64);
             let skipped = blocks_to_skip(dh.view(), 1, strategy(name, s), n);
             profiler.model.set_skipped_blocks(&skipped)?;
-            let (_, logits) = profiler.run_scored(&blind, None)?;
+            // Only the answer: the final block's logits, without the lens at every block.
+            let logits = profiler.next_token_logits(&blind)?;
             let letter_probs = letters.probs(&logits)?;
             trials.push(SkipTrial {
                 strategy: name.into(),

@@ -390,6 +390,28 @@ impl Profiler {
         Ok((profile, first_logits))
     }
 
+    /// The model's next-token logits after `req`'s prompt — the last block's residual through the
+    /// final norm, the unembedding and any soft-cap — without the lens at the other blocks: what an
+    /// answer is read from when no profile is wanted (the `skip` experiment's trials). Equal to the
+    /// logits [`Profiler::run_scored`] returns for the same prompt.
+    pub fn next_token_logits(&mut self, req: &ProfileRequest) -> Result<Vec<f32>> {
+        let prompt_ids = self.checked_prompt_ids(req)?;
+        let n = prompt_ids.len();
+        self.model.reset();
+        self.model.declare_prompt_end(n);
+        let ids = Tensor::new(prompt_ids.as_slice(), self.model.device())?.unsqueeze(0)?;
+        let captured = self.model.forward_capture(&ids, Positions::Last)?;
+        let last = captured
+            .residuals
+            .last()
+            .ok_or_else(|| Error::Data("the model returned no residual stream".into()))?;
+        let d = last.dim(2)?;
+        let row = last.reshape((1, d))?;
+        let (_, mut kept) = self.lens.apply_keep_rows(&self.model, &row, &[0])?;
+        kept.pop()
+            .ok_or_else(|| Error::Data("lens returned no logits for the last block".into()))
+    }
+
     /// The profile of `req` from its ids and measured positions.
     fn assemble(
         &self,
