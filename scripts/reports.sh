@@ -30,14 +30,18 @@ for nb in "${notebooks[@]}"; do
   echo "==> $nb ($SCALE scale)"
   rm -rf "runs/notebooks/$name"
   start=$(date +%s)
-  # coalesce_streams folds each cell's stream output as Jupyter shows it live (a progress line
-  # rewritten with carriage returns keeps its last state). A cell past 90 min fails (nbclient stops
-  # its kernel); a notebook past NB_TIMEOUT is killed with its kernel.
+  # A cell past 90 min fails (nbclient stops its kernel); a notebook past NB_TIMEOUT is killed with
+  # its kernel.
   timeout --kill-after=60 "$NB_TIMEOUT" \
     jupyter nbconvert --to notebook --execute --ExecutePreprocessor.kernel_name=rust \
-    --ExecutePreprocessor.timeout=5400 --ExecutePreprocessor.coalesce_streams=True \
+    --ExecutePreprocessor.timeout=5400 \
     --output-dir "$SCRATCH" --output "$name.ipynb" "$nb" \
     || { code=$?; stop_kernels; echo "error: $nb failed (exit $code; 124: ran past $NB_TIMEOUT s)" >&2; exit 1; }
+  # Each cell's stream output folded as Jupyter shows it live: a progress line rewritten with
+  # carriage returns keeps its last state (the report and the committed notebook show that).
+  timeout --kill-after=30 600 \
+    jupyter nbconvert --to notebook --inplace --CoalesceStreamsPreprocessor.enabled=True \
+    "$SCRATCH/$name.ipynb"
   timeout --kill-after=30 600 \
     jupyter nbconvert --to html --output-dir "$OUT" --output "$name.html" "$SCRATCH/$name.ipynb"
   if [ "$SCALE" = smoke ] && [ "$OUT" = reports ]; then dest="$nb"; else dest="$OUT/$name.ipynb"; fi
