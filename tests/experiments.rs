@@ -1387,3 +1387,118 @@ fn vit_reads_class_folders_and_list_files_and_refuses_bad_input() {
     let first = |i: usize| num(&result["models"][i], "first_block_entropy");
     assert_eq!(first(0), first(1));
 }
+
+/// A random (non-zero) tuned lens for the offline SmolLM2, saved in the package's format.
+fn random_smollm2_lens(dir: &Path) -> PathBuf {
+    use entropy_lens::candle_core::{Device, Tensor};
+    use entropy_lens::lens::TunedLens;
+    let mut lens = TunedLens::zeros("SmolLM2-135M-Instruct.Q4_1", 576, 30).unwrap();
+    for t in &mut lens.translators {
+        t.weight = Tensor::randn(0f32, 0.02, (576, 576), &Device::Cpu).unwrap();
+        t.bias = Some(Tensor::randn(0f32, 0.05, 576, &Device::Cpu).unwrap());
+    }
+    let out = dir.join("lens");
+    lens.save(&out).unwrap();
+    out
+}
+
+/// `--lens tuned:DIR` on an experiment: it runs, resumes after SIGKILL to the same bytes, records
+/// the lens (by its parameters' sha256) in the configuration, so that a resume with another lens
+/// is refused; several-model experiments refuse a tuned lens.
+#[test]
+fn a_killed_tuned_lens_run_resumes_to_a_byte_identical_result() {
+    let model = common::smollm2();
+    let tmp = tempfile::tempdir().unwrap();
+    let lens = random_smollm2_lens(tmp.path());
+    let lens_arg = format!("tuned:{}", s(&lens));
+    let base = [
+        "experiment",
+        "validate",
+        "--model",
+        s(&model),
+        "--n",
+        "8",
+        "--tokens",
+        "6",
+        "--batch",
+        "5",
+    ];
+    let mut args: Vec<&str> = base.to_vec();
+    args.extend(["--lens", &lens_arg]);
+    let runs = tmp.path().join("runs");
+    std::fs::create_dir(&runs).unwrap();
+    let killed = kill_resume_compare(&args, &runs, 24);
+    let cfg = json(&killed.join("config.json"));
+    let sha = cfg["config"]["lens"]["sha256"].as_str().unwrap();
+    assert_eq!(sha.len(), 64);
+    assert!(cfg["config"]["lens"].get("source").is_none(), "{cfg}");
+    assert_eq!(
+        cfg["run"]["lens"].as_str().unwrap(),
+        lens.display().to_string()
+    );
+    let first: Value = serde_json::from_str(
+        std::fs::read_to_string(killed.join("records.jsonl"))
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(first["profile"]["provenance"]["lens"]["sha256"], sha);
+    // The logit lens into the same folder: refused, naming the lens.
+    let mut logit: Vec<&str> = base.to_vec();
+    logit.extend(["--out", s(&killed)]);
+    let err = fails(&logit);
+    assert!(
+        err.contains("different configuration") && err.contains("lens"),
+        "{err}"
+    );
+    // The same experiment with the logit lens measures other entropies.
+    let plain = tmp.path().join("plain");
+    logit.truncate(base.len());
+    logit.extend(["--out", s(&plain)]);
+    ok(&logit);
+    let h = |dir: &Path| -> Value {
+        let line = std::fs::read_to_string(dir.join("records.jsonl")).unwrap();
+        serde_json::from_str::<Value>(line.lines().next().unwrap()).unwrap()["profile"]["positions"]
+            [0]["shannon"][3]
+            .clone()
+    };
+    assert_ne!(h(&killed), h(&plain));
+    // Several models, one lens: refused before anything runs.
+    let err = fails(&["experiment", "family", "--lens", &lens_arg]);
+    assert!(err.contains("trained for one model"), "{err}");
+}
+
+/// `tasks` and `formats` with a tuned lens, at a small size.
+#[test]
+fn tasks_and_formats_run_with_a_tuned_lens() {
+    let model = common::smollm2();
+    let tmp = tempfile::tempdir().unwrap();
+    let lens = random_smollm2_lens(tmp.path());
+    let lens_arg = format!("tuned:{}", s(&lens));
+    for (kind, n) in [("tasks", 6usize), ("formats", 6)] {
+        let out = tmp.path().join(kind);
+        ok(&[
+            "experiment",
+            kind,
+            "--model",
+            s(&model),
+            "--n",
+            &n.to_string(),
+            "--tokens",
+            "8",
+            "--folds",
+            "3",
+            "--k",
+            "3",
+            "--lens",
+            &lens_arg,
+            "--out",
+            s(&out),
+        ]);
+        let cfg = json(&out.join("config.json"));
+        assert!(cfg["config"]["lens"]["sha256"].is_string(), "{kind}: {cfg}");
+        assert!(out.join("result.json").is_file());
+    }
+}

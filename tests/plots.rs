@@ -253,3 +253,65 @@ fn html_is_offline_and_svg_is_a_sketch() {
     chart.save_svg(dir.path().join("c.svg")).unwrap();
     assert!(std::fs::metadata(dir.path().join("c.html")).unwrap().len() > 4_000_000);
 }
+
+/// KL by block (one line per lens), the rank heatmap of the next token, and the mid-block axis.
+#[test]
+fn kl_lines_rank_heatmap_and_the_mid_block_axis() {
+    use entropy_lens::lens::TargetToken;
+    use entropy_lens::plots::{kl_by_block, target_rank_heatmap};
+    use entropy_lens::profile::ReadPoint;
+    let spec = StatSpec {
+        kl_to_final: true,
+        target: TargetToken::Next,
+        top_k: 1,
+        ..Default::default()
+    };
+    let mut p = Profiler::new(
+        load(&ModelSource::Gguf(common::smollm2()), &LoadOptions::cpu()).unwrap(),
+        spec,
+    )
+    .unwrap();
+    let req = ProfileRequest::new(PROMPT).all_positions(true).generate(2);
+    let blocks = p.run(&req).unwrap();
+    p.set_read_point(ReadPoint::Both).unwrap();
+    let both = p.run(&req).unwrap();
+
+    let v = json(&kl_by_block(&[("after blocks", &blocks), ("both points", &both)]).unwrap());
+    assert_eq!(v["data"].as_array().unwrap().len(), 2);
+    let mean_kl_3: f64 = blocks
+        .positions
+        .iter()
+        .map(|q| q.kl_to_final.as_ref().unwrap()[3])
+        .sum::<f64>()
+        / blocks.positions.len() as f64;
+    assert!((v["data"][0]["y"][3].as_f64().unwrap() - mean_kl_3).abs() < 1e-12);
+    assert_eq!(v["data"][0]["x"][3], 4.0);
+    // Read at both points: 3.5 is block 4's attention output, 4 its output.
+    assert_eq!(v["data"][1]["x"][6], 3.5);
+    assert_eq!(v["data"][1]["x"][7], 4.0);
+    assert_eq!(*v["data"][0]["y"].as_array().unwrap().last().unwrap(), 0.0);
+
+    let h = json(&target_rank_heatmap(&blocks, Some(&p.tokenizer)).unwrap());
+    let t = &h["data"][0];
+    // Every position has a next token (the prompt's or the generated one).
+    assert_eq!(t["x"].as_array().unwrap().len(), blocks.positions.len());
+    assert!(
+        t["x"][9].as_str().unwrap().contains("\" Paris\""),
+        "{}",
+        t["x"][9]
+    );
+    // Greedy: the generated token is the final block's top-1.
+    assert_eq!(t["text"][29][9], "1");
+    assert_eq!(t["z"][29][9].as_f64().unwrap(), 0.0);
+    let hb = json(&target_rank_heatmap(&both, None).unwrap());
+    assert_eq!(hb["data"][0]["y"][0], "block 1.a");
+    assert_eq!(hb["data"][0]["y"].as_array().unwrap().len(), 60);
+    // Without KL or targets measured: clear errors.
+    let (_, plain) = setup();
+    let e = kl_by_block(&[("x", plain)]).unwrap_err().to_string();
+    assert!(e.contains("--kl"), "{e}");
+    assert!(target_rank_heatmap(plain, None)
+        .unwrap_err()
+        .to_string()
+        .contains("--target next"));
+}

@@ -67,6 +67,9 @@ pub enum Command {
     },
     /// kNN separability of profile features: cross-validated ROC-AUC against a stratified dummy baseline.
     Classify(ClassifyArgs),
+    /// Train a tuned lens for a model on a text (the tuned-lens package's format; use it with
+    /// --lens tuned:DIR).
+    TrainLens(TrainLensArgs),
     /// Write a GGUF model in Hugging Face layout (config.json, sharded safetensors, tokenizer.json), f32.
     ExportHf {
         #[arg(long)]
@@ -110,6 +113,11 @@ pub struct StatArgs {
     /// Mass of the top-p candidate set [default: 0.6, the paper's].
     #[arg(long, allow_negative_numbers = true)]
     pub top_p: Option<f64>,
+    /// Which lens reads the residual stream: logit (the model's final norm and unembedding; the
+    /// paper's) or tuned:DIR (a tuned lens: a folder as `train-lens` or the tuned-lens package
+    /// saves it, or a model id whose lens the package publishes on the Hub) [default: logit].
+    #[arg(long, value_name = "LENS")]
+    pub lens: Option<String>,
 }
 
 impl StatArgs {
@@ -205,6 +213,18 @@ pub struct ProfileArgs {
     /// Also measure layer 0 (the embedding output).
     #[arg(long)]
     pub embed: bool,
+    /// Also measure KL(final ‖ layer) at every layer, in nats: how far each layer's distribution
+    /// is from the one the model outputs at that position.
+    #[arg(long)]
+    pub kl: bool,
+    /// Follow a token's log-probability and rank through the layers: `next` (the token that comes
+    /// next: the next prompt token, or the generated one) or a token id.
+    #[arg(long, value_name = "next|ID")]
+    pub target: Option<String>,
+    /// Where to read the residual stream: block (after each block, the paper's), attention (after
+    /// each block's attention, before its MLP; sequential-residual models only) or both.
+    #[arg(long, default_value = "block", value_name = "block|attention|both")]
+    pub read_point: String,
     /// Never prepend BOS.
     #[arg(long)]
     pub no_bos: bool,
@@ -216,6 +236,48 @@ pub struct ProfileArgs {
     #[arg(long)]
     pub batch_size: Option<usize>,
     /// Print JSON Lines (one object per prompt) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `entropy-lens train-lens`.
+#[derive(Args, Debug)]
+pub struct TrainLensArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Training text: a text file, or JSON Lines of {"text": ...} (e.g. data/tinystories/valid.jsonl).
+    #[arg(long)]
+    pub data: PathBuf,
+    /// Leave out the first N records of a JSON Lines file (e.g. the stories `experiment tasks`
+    /// prompts with).
+    #[arg(long, default_value_t = 0)]
+    pub skip_records: usize,
+    /// Output folder (config.json + params.pt, the tuned-lens package's format; rerun the same
+    /// command to resume a killed run).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Training tokens in all [default: 65536].
+    #[arg(long)]
+    pub tokens: Option<usize>,
+    /// Tokens per optimisation step [default: 2048].
+    #[arg(long)]
+    pub step_tokens: Option<usize>,
+    /// Tokens per window the model reads at once [default: 128].
+    #[arg(long)]
+    pub seq_len: Option<usize>,
+    /// Tokens held out from the end of the text for the evaluation [default: 2048].
+    #[arg(long)]
+    pub holdout_tokens: Option<usize>,
+    /// Multiplies the package's learning rate (SGD, 1 × (1 − momentum)) [default: 1].
+    #[arg(long)]
+    pub lr_scale: Option<f64>,
+    /// Steps between checkpoints [default: 5].
+    #[arg(long)]
+    pub checkpoint_every: Option<usize>,
+    /// Seed of the order in which windows are visited.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Print the held-out report as JSON.
     #[arg(long)]
     pub json: bool,
 }

@@ -38,6 +38,7 @@ impl ExperimentArgs {
             style: self.style.as_deref().map(str::parse).transpose()?,
             models: (!self.models.is_empty()).then(|| self.models.clone()),
             classes: self.classes,
+            lens: self.stats.lens.clone(),
         };
         let opts = RunOptions {
             out: self.out.clone(),

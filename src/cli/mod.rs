@@ -11,6 +11,7 @@ pub mod classify;
 pub mod demo;
 pub mod experiment;
 pub mod profile;
+pub mod train_lens;
 
 pub use classify::{classify, parse_search};
 pub use demo::{demo, DEMO_PROMPT};
@@ -94,6 +95,7 @@ pub fn dispatch(cli: Cli, out: &mut impl Write) -> Result<()> {
             json,
         } => experiment::merge(&dirs, &dest, json, out),
         Command::Finish { dir, json } => experiment::finish(&dir, json, out),
+        Command::TrainLens(args) => train_lens::train_lens(&args, out),
         Command::FetchModels => {
             for path in crate::fetch::fetch_all()? {
                 line(out, &path.display().to_string())?;

@@ -10,9 +10,9 @@ use serde::Deserialize;
 
 use super::progress_bar;
 use crate::error::{Error, Result};
-use crate::lens::StatSpec;
+use crate::lens::{LensKind, StatSpec, TargetToken};
 use crate::model::{load, parse_device, LoadOptions, ModelSource, WeightDType};
-use crate::profile::EntropyProfile;
+use crate::profile::{EntropyProfile, ReadPoint};
 use crate::runner::{ProfileRequest, Profiler, Sampling};
 
 impl super::args::ProfileArgs {
@@ -47,6 +47,15 @@ impl super::args::ProfileArgs {
             dtype: self.model.dtype()?,
             skip: self.skip.clone(),
             batch_size: self.batch_size,
+            lens: self.stats.lens.clone(),
+            kl: self.kl,
+            target: self
+                .target
+                .as_deref()
+                .map(TargetToken::parse)
+                .transpose()?
+                .unwrap_or_default(),
+            read_point: ReadPoint::parse(&self.read_point)?,
         })
     }
 }
@@ -78,6 +87,14 @@ pub struct ProfileOptions {
     pub skip: Vec<usize>,
     /// Prompts per batch (None: [`crate::runner::default_batch_size`] for the device).
     pub batch_size: Option<usize>,
+    /// `logit` or `tuned:<folder or model id>` (None: the logit lens).
+    pub lens: Option<String>,
+    /// Measure KL(final ‖ layer).
+    pub kl: bool,
+    /// The token followed through the layers.
+    pub target: TargetToken,
+    /// Where the residual stream is read.
+    pub read_point: ReadPoint,
 }
 
 #[derive(Deserialize)]
@@ -137,9 +154,21 @@ pub fn profile(
         top_p_ids: opts.top_p_ids,
         top_k: opts.top_k,
         top_p_overlap: false,
+        kl_to_final: opts.kl,
+        target: opts.target,
     };
     spec.validate()?;
     if !opts.images.is_empty() {
+        if spec.relates_rows() || !opts.read_point.is_block() {
+            return Err(Error::invalid(
+                "--kl, --target and --read-point read a language model's residual stream; an image classifier is read through its own head at each block (drop them)",
+            ));
+        }
+        if opts.lens.as_deref().is_some_and(|l| l != "logit") {
+            return Err(Error::invalid(
+                "a tuned lens reads language models' residual streams; image classifiers are read through their own head (drop --lens)",
+            ));
+        }
         return profile_images(opts, spec, sink);
     }
     let prompts = match (&opts.prompt, &opts.prompts_file) {
@@ -156,7 +185,12 @@ pub fn profile(
         device,
         dtype: opts.dtype,
     };
+    let lens = opts.lens.as_deref().map(LensKind::parse).transpose()?;
     let mut profiler = Profiler::new(load(&source, &load_opts)?, spec)?;
+    if let Some(lens) = lens {
+        profiler.set_lens(lens)?;
+    }
+    profiler.set_read_point(opts.read_point)?;
     if !opts.skip.is_empty() {
         profiler.model.set_skipped_blocks(&opts.skip)?;
     }
@@ -258,6 +292,13 @@ const SPARK: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'
 pub fn render_table(p: &EntropyProfile) -> String {
     let mut s = String::new();
     // The model name comes from a file name, which may hold terminal escape sequences.
+    let axis = match p.read_point {
+        ReadPoint::Block => "Shannon entropy by layer (block 1 … L)",
+        ReadPoint::Attention => "Shannon entropy after attention (1.a … L.a)",
+        ReadPoint::Both => "Shannon entropy (1.a, 1, … L.a, L)",
+    };
+    let width = p.n_points().max(38);
+    let traced = p.positions.iter().any(|x| x.target.is_some());
     s.push_str(&format!(
         "model  {}  ({} layers)\n",
         super::printable(&p.model),
@@ -273,14 +314,19 @@ pub fn render_table(p: &EntropyProfile) -> String {
         .flat_map(|x| x.shannon.iter().cloned())
         .fold(1e-9f64, f64::max);
     s.push_str(&format!(
-        "{:>5}  {:<16} {:<w$}  {:>6} {:>6}  {:>5}\n",
+        "{:>5}  {:<16} {:<w$}  {:>6} {:>6}  {:>5}{}\n",
         "pos",
         "→ next token",
-        "Shannon entropy by layer (block 1 … L)",
+        axis,
         "max",
         "last",
         "top-p",
-        w = p.n_blocks.max(38)
+        if traced {
+            "  target rank first→last"
+        } else {
+            ""
+        },
+        w = width
     ));
     let all = p.all_ids();
     for pos in &p.positions {
@@ -303,15 +349,24 @@ pub fn render_table(p: &EntropyProfile) -> String {
         let hmax = pos.shannon.iter().cloned().fold(0.0, f64::max);
         let last = pos.shannon.last().copied().unwrap_or(0.0);
         let topp = pos.top_p_count.last().copied().unwrap_or(0);
+        let rank = match &pos.target {
+            Some(t) => format!(
+                "  {}→{}",
+                t.rank.first().copied().unwrap_or(0),
+                t.rank.last().copied().unwrap_or(0)
+            ),
+            None => String::new(),
+        };
         s.push_str(&format!(
-            "{:>5}  {:<16} {:<w$}  {:>6.2} {:>6.2}  {:>5}\n",
+            "{:>5}  {:<16} {:<w$}  {:>6.2} {:>6.2}  {:>5}{}\n",
             pos.position,
             format!("{next:?}").chars().take(16).collect::<String>(),
             spark,
             hmax,
             last,
             topp,
-            w = p.n_blocks.max(38)
+            rank,
+            w = width
         ));
     }
     s

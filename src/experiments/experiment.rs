@@ -25,7 +25,7 @@ use super::settings::{ExperimentConfig, Generation, ModelIdentity, StatSettings}
 use super::store::{OutputDir, Record, WorkItem};
 use crate::analysis::Table;
 use crate::error::{Error, Result};
-use crate::lens::StatSpec;
+use crate::lens::{LensKind, StatSpec};
 use crate::model::vision::{is_vision_source, load_vision};
 use crate::model::{load, LoadOptions, ModelSource};
 use crate::plots::Chart;
@@ -185,6 +185,16 @@ pub trait Instrument: Sized {
     /// Items run together.
     fn set_batch_size(&mut self, n: usize) -> Result<()>;
 
+    /// Reads with `lens` (checked against the model). Image classifiers have the logit lens only.
+    fn set_lens(&mut self, lens: &LensKind) -> Result<()> {
+        match lens {
+            LensKind::Logit => Ok(()),
+            LensKind::Tuned(_) => Err(Error::invalid(
+                "a tuned lens reads a language model's residual stream; image classifiers are read through their own head (drop --lens)",
+            )),
+        }
+    }
+
     /// Fails before any work on an item that cannot run (e.g. a prompt longer than the context).
     fn check_items<E: Experiment<Instrument = Self>>(
         _cx: &Cx<'_, E>,
@@ -230,6 +240,10 @@ impl Instrument for Profiler {
 
     fn set_batch_size(&mut self, n: usize) -> Result<()> {
         Profiler::set_batch_size(self, n)
+    }
+
+    fn set_lens(&mut self, lens: &LensKind) -> Result<()> {
+        Profiler::set_lens(self, lens.clone())
     }
 
     fn check_items<E: Experiment<Instrument = Self>>(

@@ -48,8 +48,8 @@ impl std::fmt::Display for ExperimentKind {
 /// The options of a [`Plan`] that only some experiments read. An experiment lists those it reads
 /// (`Experiment::OPTIONS`); a plan that sets another is refused before anything is loaded, so a
 /// flag never goes silently unused. The model, device, precision, scale, protocol, seed, sizes
-/// (`--n`, `--tokens`) and lens settings (`--top-p`, `--support-threshold`) apply to every
-/// experiment.
+/// (`--n`, `--tokens`) and lens settings (`--lens`, `--top-p`, `--support-threshold`) apply to
+/// every experiment that measures one language model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PlanOption {
     /// `--data`: the prompts' or images' source.
@@ -178,6 +178,8 @@ pub struct Plan {
     pub models: Option<Vec<String>>,
     /// Classes taken from an image set (vit).
     pub classes: Option<usize>,
+    /// The lens: `logit` (the paper's) or `tuned:<folder or model id>`; `None`: the logit lens.
+    pub lens: Option<String>,
 }
 
 impl Plan {
@@ -208,6 +210,7 @@ impl Plan {
             style: None,
             models: None,
             classes: None,
+            lens: None,
         }
     }
 

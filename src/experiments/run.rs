@@ -14,6 +14,7 @@ use super::progress::{format_secs, Progress, ProgressMode};
 use super::settings::{ExperimentConfig, ModelIdentity, Protocol, SpecRecord};
 use super::store::{OutputDir, Record, RunContext, Shard, WorkItem};
 use crate::error::{Error, Result};
+use crate::lens::{LensKind, LensRecord};
 use crate::model::{parse_device, LoadOptions, ModelSource};
 use crate::profile::provenance::CRATE_VERSION;
 use crate::runner::{default_batch_size, device_name};
@@ -195,6 +196,17 @@ pub fn run_with<E: Experiment>(plan: &Plan, opts: &RunOptions) -> Result<RunSumm
     let generation = E::generation(plan, &spec)?;
     let stat_spec = E::stat_spec(&stats, &spec)?;
     let models = E::models(plan, &spec)?;
+    // A tuned lens belongs to one model: it is loaded (and a bad one refused) before any work.
+    let lens = match plan.lens.as_deref() {
+        None | Some("logit") => LensKind::Logit,
+        Some(l) if matches!(models, Models::Several(_)) => {
+            return Err(Error::invalid(format!(
+                "--lens {l}: a tuned lens is trained for one model, and {} measures several; run it with the logit lens",
+                E::NAME
+            )))
+        }
+        Some(l) => LensKind::parse(l)?,
+    };
     let input = E::input(plan, &spec)?;
     let load_opts = LoadOptions {
         device: device.clone(),
@@ -205,7 +217,8 @@ pub fn run_with<E: Experiment>(plan: &Plan, opts: &RunOptions) -> Result<RunSumm
     // (folder present, Hub files downloadable) before any work, and loaded in turn.
     let (identity, mut loaded, sources, described) = match &models {
         Models::One(source) => {
-            let instrument = E::Instrument::load(source, &load_opts, stat_spec.clone())?;
+            let mut instrument = E::Instrument::load(source, &load_opts, stat_spec.clone())?;
+            instrument.set_lens(&lens)?;
             let identity = instrument.identity();
             let device = instrument.device_name();
             let name = identity.name.clone();
@@ -250,6 +263,10 @@ pub fn run_with<E: Experiment>(plan: &Plan, opts: &RunOptions) -> Result<RunSumm
         generation,
         stats,
         crate_version: CRATE_VERSION.to_string(),
+        lens: lens.record().map(|r| LensRecord {
+            source: String::new(),
+            ..r
+        }),
     };
     let all = E::items(&cfg, &spec, &input.value)?;
     E::check_feasible(&cfg, &spec, &all)?;
@@ -269,6 +286,7 @@ pub fn run_with<E: Experiment>(plan: &Plan, opts: &RunOptions) -> Result<RunSumm
             device: device_text.clone(),
             shard,
             batch,
+            lens: lens.record().map(|r| r.source),
         },
     )?;
     let _lock = out.lock()?;
@@ -320,15 +338,15 @@ pub fn run_with<E: Experiment>(plan: &Plan, opts: &RunOptions) -> Result<RunSumm
         }
         let mut instrument = match loaded.take() {
             Some(i) => i,
-            None => {
-                E::Instrument::load(&group.source, &load_opts, stat_spec.clone()).map_err(|e| {
+            None => E::Instrument::load(&group.source, &load_opts, stat_spec.clone())
+                .and_then(|mut i| i.set_lens(&lens).map(|()| i))
+                .map_err(|e| {
                     Error::invalid(format!(
                         "model {} ({}): {e}",
                         group.name,
                         group.source.describe()
                     ))
-                })?
-            }
+                })?,
         };
         if several {
             check_same_weights(&done, &group.name, &instrument.identity().sha256, &dir)?;

@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 use std::str::FromStr;
 
 use crate::error::{Error, Result};
-use crate::lens::{alpha_key, parse_alpha, StatSpec};
+use crate::lens::{alpha_key, parse_alpha, LensRecord, StatSpec};
 use crate::profile::Aggregation;
 
 /// Preset sizes: `smoke` runs in a minute or two on a laptop CPU; `paper` is the paper's size.
@@ -232,6 +232,7 @@ impl StatSettings {
             top_p_ids: false,
             top_k: 0,
             top_p_overlap: false,
+            ..StatSpec::default()
         };
         spec.validate()?;
         Ok(spec)
@@ -253,6 +254,10 @@ pub struct ExperimentConfig {
     pub generation: Generation,
     pub stats: StatSettings,
     pub crate_version: String,
+    /// A lens other than the logit lens, by the sha256 of its parameters (absent: the logit lens,
+    /// so the configurations of logit-lens runs keep their bytes and hashes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lens: Option<LensRecord>,
 }
 
 impl ExperimentConfig {

@@ -111,6 +111,10 @@ pub struct RunContext {
     /// batch size differ by rounding and the records would no longer match an uninterrupted run.
     #[serde(default = "one_per_batch")]
     pub batch: usize,
+    /// Where a tuned lens was read from (its identity, the parameters' sha256, is in the
+    /// configuration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lens: Option<String>,
 }
 
 fn one_per_batch() -> usize {

@@ -9,9 +9,15 @@ use crate::error::{Error, Result};
 use crate::model::Model;
 
 mod device;
+mod extras;
 pub mod stats;
+mod torch_file;
+pub mod train;
+pub mod trainer;
+pub mod tuned;
 
-pub use stats::{alpha_key, parse_alpha, row_stats, DistStats, Scratch, StatSpec};
+pub use stats::{alpha_key, parse_alpha, row_stats, DistStats, Scratch, StatSpec, TargetToken};
+pub use tuned::{LensKind, LensRecord, TunedLens, TunedLensConfig};
 
 /// Upper bound on the logits held at once (one chunk of rows).
 const MAX_CHUNK_BYTES: usize = 64 << 20;
@@ -31,6 +37,43 @@ pub struct LensOutput {
     pub stats: Vec<DistStats>,
     /// The logits of the row asked for with [`Lens::apply_keep_logits`] (f32, on the host).
     pub kept_logits: Option<Vec<f32>>,
+}
+
+/// The target token of one group of rows (one position's layers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupTarget {
+    /// No target.
+    None,
+    /// This token.
+    Known(u32),
+    /// The token chosen from the group's final logits (the next generated token).
+    Choose,
+}
+
+/// Chooses a group's target from its final logits.
+pub type Chooser<'a> = dyn FnMut(usize, &[f32]) -> Result<u32> + 'a;
+
+/// How [`Lens::apply_groups`] relates the rows of each group.
+pub struct Groups<'a> {
+    /// Rows per group; the last is the group's final distribution.
+    pub size: usize,
+    /// Measure KL(final ‖ row).
+    pub kl: bool,
+    /// One per group.
+    pub targets: &'a [GroupTarget],
+    /// Called for each [`GroupTarget::Choose`] group, in group order.
+    pub choose: &'a mut Chooser<'a>,
+}
+
+/// What [`Lens::apply_groups`] returns.
+#[derive(Clone, Debug)]
+pub struct GroupedOutput {
+    /// One entry per row.
+    pub stats: Vec<DistStats>,
+    /// The logits of the kept rows, in order.
+    pub kept: Vec<Vec<f32>>,
+    /// Each group's target (chosen or given).
+    pub targets: Vec<Option<u32>>,
 }
 
 impl Lens {
@@ -95,6 +138,51 @@ impl Lens {
         resid: &Tensor,
         keep: &[usize],
     ) -> Result<(Vec<DistStats>, Vec<Vec<f32>>)> {
+        self.apply_inner(model, resid, keep, None)
+    }
+
+    /// As [`Lens::apply_keep_rows`], for rows in groups of `groups.size` — one position's layers,
+    /// its final distribution (the last block) last — adding to each row its KL divergence from
+    /// the group's final distribution (`groups.kl`) and the log-probability and rank of the group's
+    /// target token. A [`GroupTarget::Choose`] target is chosen by `choose(group, final logits)`
+    /// from exactly the logits the lens measured, before the group's statistics are taken (so a
+    /// generated token can be followed through the layers that predicted it). Returns the
+    /// statistics, the kept logits, and each group's target.
+    ///
+    /// # Errors
+    /// When `groups.targets` does not have one entry per group, or a target is outside the
+    /// vocabulary.
+    pub fn apply_groups(
+        &self,
+        model: &Model,
+        resid: &Tensor,
+        groups: Groups<'_>,
+        keep: &[usize],
+    ) -> Result<GroupedOutput> {
+        let (rows, _) = resid.dims2()?;
+        if groups.size == 0 || rows != groups.size * groups.targets.len() {
+            return Err(Error::invalid(format!(
+                "{rows} rows are not {} groups of {}",
+                groups.targets.len(),
+                groups.size
+            )));
+        }
+        let mut targets: Vec<Option<u32>> = vec![None; groups.targets.len()];
+        let (stats, kept) = self.apply_inner(model, resid, keep, Some((groups, &mut targets)))?;
+        Ok(GroupedOutput {
+            stats,
+            kept,
+            targets,
+        })
+    }
+
+    fn apply_inner(
+        &self,
+        model: &Model,
+        resid: &Tensor,
+        keep: &[usize],
+        mut groups: Option<(Groups<'_>, &mut Vec<Option<u32>>)>,
+    ) -> Result<(Vec<DistStats>, Vec<Vec<f32>>)> {
         let (rows, _) = resid.dims2()?;
         if let Some(bad) = keep.iter().find(|&&k| k >= rows) {
             return Err(Error::invalid(format!(
@@ -102,7 +190,11 @@ impl Lens {
             )));
         }
         let vocab = model.info().vocab_size.max(1);
-        let chunk = (self.max_chunk_bytes / (vocab * 4)).max(1);
+        let mut chunk = (self.max_chunk_bytes / (vocab * 4)).max(1);
+        if let Some((g, _)) = &groups {
+            // Whole groups per chunk: a row's final distribution is in its chunk.
+            chunk = (chunk / g.size).max(1) * g.size;
+        }
         let mut stats = Vec::with_capacity(rows);
         let mut kept: Vec<Option<Vec<f32>>> = vec![None; keep.len()];
         let mut start = 0;
@@ -118,7 +210,43 @@ impl Lens {
                     *slot = Some(logits.get(k - start)?.to_vec1::<f32>()?);
                 }
             }
-            stats.extend(self.stats_of(&logits)?);
+            let mut chunk_stats = self.stats_of(&logits)?;
+            if let Some((g, chosen)) = &mut groups {
+                let size = g.size;
+                let first_group = start / size;
+                for local in 0..n / size {
+                    let grp = first_group + local;
+                    chosen[grp] = match g.targets[grp] {
+                        GroupTarget::None => None,
+                        GroupTarget::Known(t) => Some(t),
+                        GroupTarget::Choose => {
+                            let final_row =
+                                logits.get(local * size + size - 1)?.to_vec1::<f32>()?;
+                            Some((g.choose)(grp, &final_row)?)
+                        }
+                    };
+                }
+                let plan: Vec<extras::RowPlan> = (0..n)
+                    .map(|i| {
+                        let within = i % size;
+                        extras::RowPlan {
+                            final_row: g.kl.then_some(i - within + size - 1),
+                            target: chosen[(start + i) / size],
+                        }
+                    })
+                    .collect();
+                let more = if self.force_device_path || !matches!(logits.device(), Device::Cpu) {
+                    extras::device_extras(&logits, &plan)?
+                } else {
+                    extras::cpu_extras(&logits, &plan)?
+                };
+                for (s, e) in chunk_stats.iter_mut().zip(more) {
+                    s.kl_to_final = e.kl_to_final;
+                    s.target_logprob = e.target_logprob;
+                    s.target_rank = e.target_rank;
+                }
+            }
+            stats.extend(chunk_stats);
             start += n;
         }
         let kept = kept

@@ -28,6 +28,45 @@ pub struct StatSpec {
     /// paper's C2); needs the sets, which are dropped afterwards unless `top_p_ids` is set.
     #[serde(default)]
     pub top_p_overlap: bool,
+    /// KL(final ‖ layer) at every layer: how far each layer's distribution is from the one the
+    /// model outputs at that position (the last block's), in nats.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kl_to_final: bool,
+    /// The token whose log-probability and rank every layer gives.
+    #[serde(default, skip_serializing_if = "TargetToken::is_none")]
+    pub target: TargetToken,
+}
+
+/// Which token's probability and rank a lens follows through the layers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TargetToken {
+    /// None.
+    #[default]
+    None,
+    /// The token that actually comes next: the next prompt token, or the generated one.
+    Next,
+    /// This token id at every position.
+    Token(u32),
+}
+
+impl TargetToken {
+    pub fn is_none(&self) -> bool {
+        *self == TargetToken::None
+    }
+
+    /// Parses `next` or a token id.
+    pub fn parse(s: &str) -> Result<Self> {
+        match s.trim() {
+            "next" => Ok(TargetToken::Next),
+            "none" => Ok(TargetToken::None),
+            t => t.parse::<u32>().map(TargetToken::Token).map_err(|_| {
+                Error::invalid(format!(
+                    "cannot read target `{s}`: give `next` (the token that comes next) or a token id"
+                ))
+            }),
+        }
+    }
 }
 
 impl Default for StatSpec {
@@ -39,6 +78,8 @@ impl Default for StatSpec {
             top_p_ids: false,
             top_k: 5,
             top_p_overlap: false,
+            kl_to_final: false,
+            target: TargetToken::None,
         }
     }
 }
@@ -50,6 +91,12 @@ pub const DEFAULT_TOP_P: f64 = 0.6;
 pub const DEFAULT_SUPPORT_THRESHOLD: f64 = 1e-20;
 
 impl StatSpec {
+    /// Whether rows must be measured by position groups (KL to the final distribution, or a
+    /// target token).
+    pub fn relates_rows(&self) -> bool {
+        self.kl_to_final || self.target != TargetToken::None
+    }
+
     /// Whether the lens must produce top-p id sets (asked for, or needed for the overlap).
     pub fn needs_top_p_ids(&self) -> bool {
         self.top_p_ids || self.top_p_overlap
@@ -118,6 +165,15 @@ pub struct DistStats {
     pub top_p_ids: Option<Vec<u32>>,
     /// The k most likely tokens with their probabilities (ties: smaller id first).
     pub top_k: Vec<(u32, f64)>,
+    /// KL(final distribution of the position ‖ this one), nats, when asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kl_to_final: Option<f64>,
+    /// Log-probability of the target token, when asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_logprob: Option<f64>,
+    /// 1 + the number of tokens more likely than the target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_rank: Option<u32>,
 }
 
 /// Reusable buffers for [`row_stats`].
@@ -407,6 +463,9 @@ pub fn row_stats(z: &[f32], spec: &StatSpec, scratch: &mut Scratch) -> Result<Di
         top_p_count,
         top_p_ids,
         top_k,
+        kl_to_final: None,
+        target_logprob: None,
+        target_rank: None,
     })
 }
 

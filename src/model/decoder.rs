@@ -12,7 +12,7 @@ use super::layers::{
     Rotary,
 };
 use super::weights::{Embedding, Linear, Weights};
-use super::Observer;
+use super::{Observer, Tap};
 use crate::error::{Error, Result};
 
 /// Which norm the model uses everywhere (blocks, q/k norms and the final norm).
@@ -507,23 +507,31 @@ impl Block {
         })
     }
 
+    /// Shows the residual after attention (sequential blocks) to `mid`.
+    ///
     /// # Shapes
     /// `x`: [b, s, d] → [b, s, d]
-    fn forward(&mut self, x: &Tensor, steps: &[Step]) -> candle_core::Result<Tensor> {
+    fn forward(
+        &mut self,
+        x: &Tensor,
+        steps: &[Step],
+        mid: &mut dyn FnMut(&Tensor) -> Result<()>,
+    ) -> Result<Tensor> {
         let mut a = self.attn.forward(&self.attn_norm.forward(x)?, steps)?;
         if let Some(n) = &self.post_attn_norm {
             a = n.forward(&a)?;
         }
         if self.parallel {
             let m = self.mlp.forward(&self.mlp_norm.forward(x)?)?;
-            return (m + a)? + x;
+            return Ok(((m + a)? + x)?);
         }
         let h = (x + a)?;
+        mid(&h)?;
         let mut m = self.mlp.forward(&self.mlp_norm.forward(&h)?)?;
         if let Some(n) = &self.post_mlp_norm {
             m = n.forward(&m)?;
         }
-        &h + m
+        Ok((&h + m)?)
     }
 }
 
@@ -674,14 +682,24 @@ impl Decoder {
             };
             x = x.broadcast_add(&pos.forward(&idx, self.dtype)?)?;
         }
-        observe(0, &x)?;
+        observe(Tap::Layer(0), &x)?;
         for (i, block) in self.layers.iter_mut().enumerate() {
-            if !skip[i] {
-                x = block.forward(&x, &steps)?;
+            if skip[i] {
+                // A skipped block is the identity: its mid point is its input.
+                if !block.parallel {
+                    observe(Tap::AfterAttention(i + 1), &x)?;
+                }
+            } else {
+                x = block.forward(&x, &steps, &mut |h| observe(Tap::AfterAttention(i + 1), h))?;
             }
-            observe(i + 1, &x)?;
+            observe(Tap::Layer(i + 1), &x)?;
         }
         Ok(x)
+    }
+
+    /// Whether attention and MLP read the same input (no mid-block residual).
+    pub(crate) fn parallel_residual(&self) -> bool {
+        self.spec.parallel_residual
     }
 
     /// Keeps the batch rows `rows` of every KV cache (a [n] u32 tensor of row indices).
@@ -690,6 +708,28 @@ impl Decoder {
             block.attn.cache.retain_rows(rows)?;
         }
         Ok(())
+    }
+
+    /// What a lens reads through, in the form training differentiates: the final norm's
+    /// parameters, the unembedding as a dense f32 [vocab, d] matrix, the final soft-cap.
+    pub(crate) fn readout(&self) -> Result<crate::lens::train::Readout> {
+        use crate::lens::train::NormParams;
+        let norm = match &self.norm {
+            Norm::Rms(n) => NormParams::Rms {
+                scale: n.scale().to_dtype(DType::F32)?,
+                eps: n.eps(),
+            },
+            Norm::Layer(n) => NormParams::Layer {
+                weight: n.weight().to_dtype(DType::F32)?,
+                bias: n.bias().to_dtype(DType::F32)?,
+                eps: n.eps(),
+            },
+        };
+        Ok(crate::lens::train::Readout {
+            norm,
+            unembedding: self.lm_head.dense_weight()?.to_device(&Device::Cpu)?,
+            softcap: self.spec.final_logit_softcap,
+        })
     }
 
     /// The model's final norm (`ln_final`).

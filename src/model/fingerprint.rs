@@ -108,6 +108,11 @@ pub fn model_sha256(files: &[PathBuf]) -> Result<String> {
     }
 }
 
+/// sha256 of bytes in memory (hex).
+pub fn bytes_sha256(bytes: &[u8]) -> String {
+    format!("{:x}", Sha256::digest(bytes))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -136,3 +136,41 @@ pub fn snapshot_files(
         .map(|p| p.to_path_buf())
         .ok_or_else(|| Error::Hub("snapshot folder has no parent".into()))
 }
+
+/// Fetches (or finds in the cache) `files` of the folder `subfolder` of the Hub *space* `repo_id`
+/// (where the tuned-lens package publishes its lenses: `lens/<model id>/` of
+/// `AlignmentResearch/tuned-lens`), and returns the folder holding them.
+///
+/// # Errors
+/// [`Error::Hub`] when a file is neither cached nor downloadable.
+pub fn space_folder(repo_id: &str, subfolder: &str, files: &[&str]) -> Result<PathBuf> {
+    let repo = Repo::with_revision(repo_id.to_string(), RepoType::Space, "main".to_string());
+    let cached = Cache::from_env().repo(repo.clone());
+    let api = if offline() {
+        None
+    } else {
+        Some(
+            ApiBuilder::from_env()
+                .with_progress(true)
+                .build()
+                .map_err(|e| Error::Hub(format!("cannot set up the Hub client: {e}")))?,
+        )
+    };
+    let mut folder = None;
+    for file in files {
+        let name = format!("{subfolder}/{file}");
+        let path = match (cached.get(&name), &api) {
+            (Some(p), _) => p,
+            (None, Some(api)) => api.repo(repo.clone()).get(&name).map_err(|e| {
+                Error::Hub(format!("cannot download `{name}` of the space {repo_id}: {e}"))
+            })?,
+            (None, None) => {
+                return Err(Error::Hub(format!(
+                    "`{name}` of the space {repo_id} is not in the local cache and HF_HUB_OFFLINE is set"
+                )))
+            }
+        };
+        folder = path.parent().map(|p| p.to_path_buf());
+    }
+    folder.ok_or_else(|| Error::Hub(format!("no file asked of {repo_id}/{subfolder}")))
+}

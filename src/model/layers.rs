@@ -22,6 +22,15 @@ impl RmsNorm {
         }
     }
 
+    /// The scale (Gemma's `1 + w` folded in).
+    pub fn scale(&self) -> &Tensor {
+        &self.scale
+    }
+
+    pub fn eps(&self) -> f64 {
+        self.eps as f64
+    }
+
     /// Normalises in f32 (residual streams reach |x| ≈ 6e4) and returns the input dtype.
     ///
     /// # Shapes
@@ -48,6 +57,18 @@ impl LayerNorm {
             bias,
             eps: eps as f32,
         }
+    }
+
+    pub fn weight(&self) -> &Tensor {
+        &self.weight
+    }
+
+    pub fn bias(&self) -> &Tensor {
+        &self.bias
+    }
+
+    pub fn eps(&self) -> f64 {
+        self.eps as f64
     }
 
     /// Normalises in f32 and returns the input dtype.

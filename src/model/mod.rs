@@ -106,9 +106,18 @@ pub struct ModelInfo {
     pub sha256: String,
 }
 
-/// Called with `(layer, residual)`: layer 0 is the embedding output, layer i the residual
-/// stream after block i (`[b, s, d]`).
-pub type Observer<'a> = &'a mut dyn FnMut(usize, &Tensor) -> Result<()>;
+/// Where in the stack a residual stream is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tap {
+    /// Layer 0 is the embedding output, layer i the residual stream after block i.
+    Layer(usize),
+    /// The residual stream inside block i (1..=L) after its attention, before its MLP (blocks
+    /// with a sequential residual only).
+    AfterAttention(usize),
+}
+
+/// Called with `(tap, residual)` for every residual stream a forward pass makes (`[b, s, d]`).
+pub type Observer<'a> = &'a mut dyn FnMut(Tap, &Tensor) -> Result<()>;
 
 /// A loaded decoder-only transformer, ready to be lensed.
 pub struct Model {
@@ -125,6 +134,8 @@ pub struct Model {
     /// Longest input run through the blocks at once; longer prompts go through the KV cache in
     /// chunks of this size, so attention scores take chunk × length memory, not length².
     prefill_chunk: usize,
+    /// Also capture the mid-block residual ([`Captured::after_attention`]).
+    capture_attention: bool,
 }
 
 /// Default [`Model::set_prefill_chunk`]: 512 positions.
@@ -146,6 +157,9 @@ pub struct Captured {
     /// stream after block b (layer b, b = 1..=L); each is [b, p, d] with p = 1 for
     /// [`Positions::Last`].
     pub residuals: Vec<Tensor>,
+    /// The residual stream of block i + 1 after its attention, before its MLP, at the same
+    /// positions; empty unless [`Model::set_capture_attention`] is on.
+    pub after_attention: Vec<Tensor>,
 }
 
 impl Model {
@@ -160,7 +174,36 @@ impl Model {
             pads: Vec::new(),
             prompt_end: 0,
             prefill_chunk: DEFAULT_PREFILL_CHUNK,
+            capture_attention: false,
         }
+    }
+
+    /// Whether every block adds its attention to the residual before its MLP reads it, so that a
+    /// mid-block read point exists (false for parallel-residual blocks: GPT-NeoX/Pythia, Phi-2,
+    /// where attention and MLP read the same input and add together).
+    pub fn has_sequential_residual(&self) -> bool {
+        !self.decoder.parallel_residual()
+    }
+
+    /// Also capture the residual after each block's attention ([`Captured::after_attention`]).
+    ///
+    /// # Errors
+    /// On a parallel-residual model, which has no such point.
+    pub fn set_capture_attention(&mut self, on: bool) -> Result<()> {
+        if on && !self.has_sequential_residual() {
+            return Err(Error::invalid(format!(
+                "{} ({}) has a parallel residual: attention and MLP read the same input and add to the stream together, so there is no residual between them to read; use --read-point block",
+                self.info.name,
+                self.info.architecture.as_str()
+            )));
+        }
+        self.capture_attention = on;
+        Ok(())
+    }
+
+    /// Whether [`Model::set_capture_attention`] is on.
+    pub fn captures_attention(&self) -> bool {
+        self.capture_attention
     }
 
     /// Sets the prefill chunk (at least 1). Chunking changes only the order of floating-point sums:
@@ -324,8 +367,13 @@ impl Model {
         // prompt (the attention scores of one chunk against the keys so far), not with its square.
         let chunk = self.prefill_chunk.max(1);
         let n_chunks = s.div_ceil(chunk);
-        let mut parts: Vec<Vec<Tensor>> =
-            vec![Vec::with_capacity(n_chunks); self.info.n_layers + 1];
+        let n_layers = self.info.n_layers;
+        let mut parts: Vec<Vec<Tensor>> = vec![Vec::with_capacity(n_chunks); n_layers + 1];
+        let mut mid_parts: Vec<Vec<Tensor>> = if self.capture_attention {
+            vec![Vec::with_capacity(n_chunks); n_layers]
+        } else {
+            Vec::new()
+        };
         for c in 0..n_chunks {
             let start = c * chunk;
             let len = chunk.min(s - start);
@@ -336,13 +384,18 @@ impl Model {
                 self.advance(&ids_c, horizon, &mut |_, _| Ok(()))?;
                 continue;
             }
-            let mut observe = |layer: usize, x: &Tensor| -> Result<()> {
-                let kept = match positions {
-                    Positions::Last => x.narrow(1, len - 1, 1)?,
-                    Positions::All => x.clone(),
+            let mut observe = |tap: Tap, x: &Tensor| -> Result<()> {
+                let slot = match tap {
+                    Tap::Layer(layer) => parts.get_mut(layer),
+                    Tap::AfterAttention(block) => {
+                        block.checked_sub(1).and_then(|i| mid_parts.get_mut(i))
+                    }
                 };
-                if let Some(p) = parts.get_mut(layer) {
-                    p.push(kept);
+                if let Some(p) = slot {
+                    p.push(match positions {
+                        Positions::Last => x.narrow(1, len - 1, 1)?,
+                        Positions::All => x.clone(),
+                    });
                 }
                 Ok(())
             };
@@ -353,17 +406,22 @@ impl Model {
             };
             self.advance(&ids_c, horizon, &mut observe)?;
         }
-        let layers = parts
-            .into_iter()
-            .map(|mut p| {
-                if p.len() == 1 {
-                    Ok(p.remove(0))
-                } else {
-                    Tensor::cat(&p, 1).map_err(Error::from)
-                }
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(Captured { residuals: layers })
+        let join = |parts: Vec<Vec<Tensor>>| {
+            parts
+                .into_iter()
+                .map(|mut p| {
+                    if p.len() == 1 {
+                        Ok(p.remove(0))
+                    } else {
+                        Tensor::cat(&p, 1).map_err(Error::from)
+                    }
+                })
+                .collect::<Result<Vec<_>>>()
+        };
+        Ok(Captured {
+            residuals: join(parts)?,
+            after_attention: join(mid_parts)?,
+        })
     }
 
     /// The model's own next-token logits at every position of `ids` ([b, s] → [b, s, vocab]),
@@ -386,6 +444,17 @@ impl Model {
             .forward(ids, self.cached, &self.pads, horizon, &self.skip, observe)?;
         self.cached += s;
         Ok(x)
+    }
+
+    /// What a lens reads through (final norm, dense f32 unembedding, soft-cap), as training
+    /// differentiates it.
+    pub fn readout(&self) -> Result<crate::lens::train::Readout> {
+        self.decoder.readout()
+    }
+
+    /// The dtype residual streams are computed in.
+    pub fn dtype(&self) -> candle_core::DType {
+        self.info.dtype.activation_dtype()
     }
 
     /// The model's final norm.

@@ -11,7 +11,7 @@ use crate::analysis::{Projection, Table};
 use crate::error::{Error, Result};
 use crate::lens::alpha_key;
 use crate::model::TextTokenizer;
-use crate::profile::{delta, depth_normalize, EntropyProfile, PositionProfile};
+use crate::profile::{delta, depth_normalize, EntropyProfile, PositionProfile, ReadPoint};
 
 const GREEN: &str = "#2ca02c";
 const RED: &str = "#d62728";
@@ -105,7 +105,7 @@ pub fn entropy_heatmap(
     if profile.positions.is_empty() {
         return Err(Error::Data("the profile has no measured positions".into()));
     }
-    let l = profile.n_blocks;
+    let l = profile.n_points();
     let x: Vec<String> = profile
         .positions
         .iter()
@@ -118,7 +118,11 @@ pub fn entropy_heatmap(
             format!("{} {t}", p.position)
         })
         .collect();
-    let y: Vec<String> = (1..=l).map(|j| format!("block {j}")).collect();
+    let y: Vec<String> = profile
+        .point_labels()
+        .iter()
+        .map(|j| format!("block {j}"))
+        .collect();
     let columns: Vec<Vec<f64>> = profile
         .positions
         .iter()
@@ -148,14 +152,14 @@ pub fn entropy_heatmap(
                 .map(|&(id, _)| decode(tokenizer, id))
                 .unwrap_or_default();
             hover[j][c] = format!(
-                "position {} {}<br>block {}: {} = {:.3}<br>top-p count {}<br>top-{}: {}",
+                "position {} {}<br>{}: {} = {:.3}<br>top-p count {}<br>top-{}: {}",
                 p.position,
                 profile
                     .tokens
                     .get(p.position)
                     .map(|t| token_label(t))
                     .unwrap_or_default(),
-                j + 1,
+                y[j],
                 metric.name(),
                 z[j][c],
                 p.top_p_count.get(j).copied().unwrap_or(0),
@@ -203,23 +207,147 @@ pub fn profile_lines(
         let next = next_token_label(profile, p);
         series.push((
             format!("{} → {next}", p.position),
-            blocks_axis(ys.len()),
+            point_axis(profile.read_point, profile.n_blocks),
             ys,
         ));
     }
     let title = format!("{}: entropy profiles", profile.model);
     Ok(line_chart(
         &title,
-        "block",
+        point_axis_title(profile.read_point),
         &metric.name(),
         series,
         Mode::LinesMarkers,
     ))
 }
 
-/// 1, 2, …, n: the block axis.
-fn blocks_axis(n: usize) -> Vec<f64> {
-    (1..=n).map(|j| j as f64).collect()
+/// The x of each measured point: block i at i, the residual after block i's attention at i − ½.
+pub fn point_axis(read_point: ReadPoint, n_blocks: usize) -> Vec<f64> {
+    (1..=n_blocks)
+        .flat_map(|i| {
+            let i = i as f64;
+            match read_point {
+                ReadPoint::Block => vec![i],
+                ReadPoint::Attention => vec![i - 0.5],
+                ReadPoint::Both => vec![i - 0.5, i],
+            }
+        })
+        .collect()
+}
+
+fn point_axis_title(read_point: ReadPoint) -> &'static str {
+    match read_point {
+        ReadPoint::Block => "block",
+        _ => "block (i − ½: inside block i, after its attention)",
+    }
+}
+
+/// Mean KL(final ‖ point) over each profile's positions, by block: how far each read of the
+/// residual stream is from what the model finally outputs — one line per named profile (e.g. the
+/// same prompt through the logit lens and a tuned lens). Needs profiles measured with
+/// [`crate::lens::StatSpec::kl_to_final`].
+pub fn kl_by_block(profiles: &[(&str, &EntropyProfile)]) -> Result<Chart> {
+    if profiles.is_empty() {
+        return Err(Error::Data("no profiles to plot".into()));
+    }
+    let mut series = Vec::new();
+    for (name, p) in profiles {
+        let m = p.kl_matrix()?;
+        if m.nrows() == 0 {
+            return Err(Error::Data(format!(
+                "profile {name:?} has no measured positions"
+            )));
+        }
+        let mean = m
+            .mean_axis(NdAxis(0))
+            .ok_or_else(|| Error::Data("empty KL matrix".into()))?;
+        series.push((
+            name.to_string(),
+            point_axis(p.read_point, p.n_blocks),
+            mean.to_vec(),
+        ));
+    }
+    let models: Vec<&str> = profiles.iter().map(|(_, p)| p.model.as_str()).collect();
+    let title = format!(
+        "{}: KL(final ‖ lens) by block, mean over positions",
+        models.first().copied().unwrap_or_default()
+    );
+    Ok(line_chart(
+        &title,
+        point_axis_title(profiles[0].1.read_point),
+        "KL (nats)",
+        series,
+        Mode::LinesMarkers,
+    ))
+}
+
+/// The target token's rank at every block (rows) and position (columns), coloured by log10 rank
+/// (1 = the most likely token): where in depth the token the model goes on to produce becomes
+/// the lens' top prediction. Needs a profile measured with [`crate::lens::StatSpec::target`].
+pub fn target_rank_heatmap(
+    profile: &EntropyProfile,
+    tokenizer: Option<&TextTokenizer>,
+) -> Result<Chart> {
+    let (ranks, positions) = profile.target_rank_matrix()?;
+    let labels = profile.point_labels();
+    let traced: Vec<&PositionProfile> = profile
+        .positions
+        .iter()
+        .filter(|p| p.target.is_some())
+        .collect();
+    let x: Vec<String> = traced
+        .iter()
+        .map(|p| {
+            let id = p.target.as_ref().map_or(0, |t| t.id);
+            format!("{} → {}", p.position, decode(tokenizer, id))
+        })
+        .collect();
+    let y: Vec<String> = labels.iter().map(|j| format!("block {j}")).collect();
+    let l = labels.len();
+    let z: Vec<Vec<f64>> = (0..l)
+        .map(|j| {
+            (0..positions.len())
+                .map(|c| ranks[[c, j]].log10())
+                .collect()
+        })
+        .collect();
+    let mut hover = vec![vec![String::new(); positions.len()]; l];
+    let mut text = vec![vec![String::new(); positions.len()]; l];
+    for (c, p) in traced.iter().enumerate() {
+        let Some(t) = &p.target else { continue };
+        for j in 0..l {
+            let rank = t.rank[j];
+            text[j][c] = if rank < 1000 {
+                rank.to_string()
+            } else {
+                "≥1k".into()
+            };
+            hover[j][c] = format!(
+                "position {}, target {}<br>{}: rank {rank}, p = {:.3e} (log p = {:.3})",
+                p.position,
+                decode(tokenizer, t.id),
+                y[j],
+                t.logprob[j].exp(),
+                t.logprob[j]
+            );
+        }
+    }
+    let mut trace = CellHeatmap::new(x.clone(), y.clone(), z.clone());
+    trace.hover_text = Some(hover);
+    if positions.len() <= 24 && l <= 40 {
+        trace.text = Some(text);
+        trace.text_template = Some("%{text}");
+    }
+    trace.color_bar = serde_json::json!({"title": {"text": "log10 rank"}});
+    let title = format!("{}: rank of the next token by block", profile.model);
+    let height = (200 + 14 * l).clamp(360, 900);
+    let mut plot = Plot::new();
+    plot.add_trace(Box::new(trace));
+    plot.set_layout(
+        layout(&title, "position → the token that comes next", "", height)
+            .margin(plotly::layout::Margin::new().left(90)),
+    );
+    Ok(Chart::new(plot, title, height, Sketch::Heatmap { x, y, z }))
 }
 
 /// A line chart of named (x, y) series, with its static sketch.
@@ -339,7 +467,7 @@ pub fn renyi_lines(profile: &EntropyProfile, position_index: usize) -> Result<Ch
     keyed.sort_by(|a, b| a.0.total_cmp(&b.0));
     let series = keyed
         .into_iter()
-        .map(|(_, name, ys)| (name, blocks_axis(ys.len()), ys))
+        .map(|(_, name, ys)| (name, point_axis(profile.read_point, profile.n_blocks), ys))
         .collect();
     let next = next_token_label(profile, p);
     let title = format!(

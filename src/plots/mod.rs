@@ -18,9 +18,9 @@ mod traces;
 
 pub use charts::{
     cosine_similarity, delta_bars, delta_mean_bars, depth_normalized, depth_profile_bands,
-    entropy_heatmap, matrix_std, mean_profile_bands, profile_bands, profile_lines, profile_table,
-    projection_scatter, renyi_lines, renyi_similarity, similarity_panels, skip_curves, xy_lines,
-    xy_scatter, Band, HeatMetric,
+    entropy_heatmap, kl_by_block, matrix_std, mean_profile_bands, point_axis, profile_bands,
+    profile_lines, profile_table, projection_scatter, renyi_lines, renyi_similarity,
+    similarity_panels, skip_curves, target_rank_heatmap, xy_lines, xy_scatter, Band, HeatMetric,
 };
 pub(crate) use svg::Sketch;
 

@@ -35,6 +35,74 @@ pub struct LayerStats {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub top_p_ids: Option<Vec<u32>>,
     pub top_k: Vec<(u32, f64)>,
+    /// KL(final ‖ layer 0), when measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kl_to_final: Option<f64>,
+    /// Log-probability of the position's target token, when measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_logprob: Option<f64>,
+    /// Rank of the target token (1: the most likely), when measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_rank: Option<u32>,
+}
+
+/// Where a profile reads the residual stream: after every block (the paper's logit lens), inside
+/// every block after its attention and before its MLP, or both (interleaved `1.a, 1, 2.a, 2, …`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReadPoint {
+    #[default]
+    Block,
+    Attention,
+    Both,
+}
+
+impl ReadPoint {
+    pub fn is_block(&self) -> bool {
+        *self == ReadPoint::Block
+    }
+
+    /// Parses `block`, `attention` or `both`.
+    pub fn parse(s: &str) -> Result<Self> {
+        match s.trim() {
+            "block" => Ok(ReadPoint::Block),
+            "attention" => Ok(ReadPoint::Attention),
+            "both" => Ok(ReadPoint::Both),
+            other => Err(Error::invalid(format!(
+                "unknown read point `{other}`: use block (after each block), attention (after each block's attention, before its MLP) or both"
+            ))),
+        }
+    }
+
+    /// Measured points for `n_blocks` blocks.
+    pub fn n_points(&self, n_blocks: usize) -> usize {
+        match self {
+            ReadPoint::Both => 2 * n_blocks,
+            _ => n_blocks,
+        }
+    }
+
+    /// Axis labels of the measured points: `1 … L`, `1.a … L.a`, or `1.a, 1, …, L.a, L`.
+    pub fn labels(&self, n_blocks: usize) -> Vec<String> {
+        (1..=n_blocks)
+            .flat_map(|i| match self {
+                ReadPoint::Block => vec![format!("{i}")],
+                ReadPoint::Attention => vec![format!("{i}.a")],
+                ReadPoint::Both => vec![format!("{i}.a"), format!("{i}")],
+            })
+            .collect()
+    }
+}
+
+/// The target token of a position followed through the layers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TargetTrace {
+    /// The token id.
+    pub id: u32,
+    /// Its log-probability at every point (the cross-entropy to it is the negative).
+    pub logprob: Vec<f64>,
+    /// Its rank at every point: 1 + the number of tokens with a larger logit.
+    pub rank: Vec<u32>,
 }
 
 /// Lens statistics of the distribution predicting token `position + 1`, at every layer
@@ -60,6 +128,14 @@ pub struct PositionProfile {
     /// Layer 0 (embedding output), when asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub embed: Option<LayerStats>,
+    /// KL(final ‖ point) in nats at every point, when asked for ([`StatSpec::kl_to_final`]); the
+    /// final distribution is the model's own, so the last block's entry is 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kl_to_final: Option<Vec<f64>>,
+    /// The target token's log-probability and rank at every point, when asked for
+    /// ([`StatSpec::target`]) and the position has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<TargetTrace>,
 }
 
 impl PositionProfile {
@@ -69,7 +145,9 @@ impl PositionProfile {
         spec: &StatSpec,
         embed: Option<&DistStats>,
         layers: &[DistStats],
+        target: Option<u32>,
     ) -> Self {
+        // The target trace needs every layer's numbers; a layer without them drops it.
         let alphas = &spec.alphas;
         let mut renyi: BTreeMap<String, Vec<f64>> = BTreeMap::new();
         for (k, &a) in alphas.iter().enumerate() {
@@ -112,6 +190,19 @@ impl PositionProfile {
                 top_p_count: s.top_p_count,
                 top_p_ids: s.top_p_ids.clone().filter(|_| keep_ids),
                 top_k: s.top_k.clone(),
+                kl_to_final: s.kl_to_final,
+                target_logprob: s.target_logprob,
+                target_rank: s.target_rank,
+            }),
+            kl_to_final: layers.iter().map(|s| s.kl_to_final).collect(),
+            target: target.and_then(|id| {
+                let logprob: Option<Vec<f64>> = layers.iter().map(|s| s.target_logprob).collect();
+                let rank: Option<Vec<u32>> = layers.iter().map(|s| s.target_rank).collect();
+                Some(TargetTrace {
+                    id,
+                    logprob: logprob?,
+                    rank: rank?,
+                })
             }),
         }
     }
@@ -124,9 +215,13 @@ pub struct EntropyProfile {
     pub model: String,
     pub prompt: String,
     /// Number of transformer blocks L: the length of every per-layer array (layer 0, the embedding
-    /// output, is measured apart, in `embed`). `n_layers` in JSON, as the contract has it.
+    /// output, is measured apart, in `embed`) at the default read point; 2L when `read_point` is
+    /// `both`. `n_layers` in JSON, as the contract has it.
     #[serde(rename = "n_layers")]
     pub n_blocks: usize,
+    /// Where the residual stream was read (absent in JSON: after every block).
+    #[serde(default, skip_serializing_if = "ReadPoint::is_block")]
+    pub read_point: ReadPoint,
     pub prompt_ids: Vec<u32>,
     pub generated_ids: Vec<u32>,
     /// Text of each token of `prompt_ids ++ generated_ids`.
@@ -164,8 +259,63 @@ impl EntropyProfile {
             .collect()
     }
 
+    /// Entries of every per-layer array: L, or 2L when read at both points.
+    pub fn n_points(&self) -> usize {
+        self.read_point.n_points(self.n_blocks)
+    }
+
+    /// Axis labels of the measured points (`1 … L`, `1.a … L.a`, or both interleaved).
+    pub fn point_labels(&self) -> Vec<String> {
+        self.read_point.labels(self.n_blocks)
+    }
+
+    /// KL(final ‖ point), positions × points.
+    pub fn kl_matrix(&self) -> Result<Array2<f64>> {
+        self.matrix(|p| {
+            p.kl_to_final.clone().ok_or_else(|| {
+                Error::Data(
+                    "the profile has no KL to the final distribution; measure it with StatSpec::kl_to_final (CLI: --kl)".into(),
+                )
+            })
+        })
+    }
+
+    /// Rank of each position's target token, positions × points (positions without a target are
+    /// left out; the second value lists the positions kept).
+    pub fn target_rank_matrix(&self) -> Result<(Array2<f64>, Vec<usize>)> {
+        let rows: Vec<&PositionProfile> = self
+            .positions
+            .iter()
+            .filter(|p| p.target.is_some())
+            .collect();
+        if rows.is_empty() {
+            return Err(Error::Data(
+                "the profile follows no target token; measure it with StatSpec::target (CLI: --target next)".into(),
+            ));
+        }
+        let l = self.n_points();
+        let mut m = Array2::zeros((rows.len(), l));
+        for (i, p) in rows.iter().enumerate() {
+            let ranks = p
+                .target
+                .as_ref()
+                .map(|t| &t.rank)
+                .ok_or_else(|| Error::Data("target vanished".into()))?;
+            if ranks.len() != l {
+                return Err(Error::Data(format!(
+                    "position {} has {} target ranks, expected {l}",
+                    p.position,
+                    ranks.len()
+                )));
+            }
+            m.row_mut(i)
+                .assign(&ndarray::Array1::from_iter(ranks.iter().map(|&r| r as f64)));
+        }
+        Ok((m, rows.iter().map(|p| p.position).collect()))
+    }
+
     fn matrix(&self, row: impl Fn(&PositionProfile) -> Result<Vec<f64>>) -> Result<Array2<f64>> {
-        let l = self.n_blocks;
+        let l = self.n_points();
         let mut m = Array2::zeros((self.positions.len(), l));
         for (i, p) in self.positions.iter().enumerate() {
             let r = row(p)?;
@@ -226,11 +376,11 @@ impl EntropyProfile {
     /// # Errors
     /// [`Error::Data`] naming the first position and field that is inconsistent.
     pub fn validate(&self) -> Result<()> {
-        let l = self.n_blocks;
         let bad = |what: String| Err(Error::Data(format!("inconsistent entropy profile: {what}")));
-        if l == 0 {
+        if self.n_blocks == 0 {
             return bad("n_layers is 0".into());
         }
+        let l = self.n_points();
         let n_ids = self
             .prompt_ids
             .len()
@@ -311,6 +461,33 @@ impl EntropyProfile {
             for pairs in &p.top_k {
                 probabilities(at, pairs)?;
             }
+            if let Some(kl) = &p.kl_to_final {
+                entropies(at, "kl_to_final", kl, l)?;
+            }
+            if let Some(t) = &p.target {
+                if t.logprob.len() != l || t.rank.len() != l {
+                    return bad(format!(
+                        "position {at}: target has {} log-probabilities and {} ranks, expected {l}",
+                        t.logprob.len(),
+                        t.rank.len()
+                    ));
+                }
+                if let Some(j) = t
+                    .logprob
+                    .iter()
+                    .position(|v| !(v.is_finite() || *v == f64::NEG_INFINITY) || *v > 1e-9)
+                {
+                    return bad(format!(
+                        "position {at}: target log-probability [{j}] = {} is not ≤ 0",
+                        t.logprob[j]
+                    ));
+                }
+                if t.rank.contains(&0) {
+                    return bad(format!(
+                        "position {at}: a target rank is 0 (ranks start at 1)"
+                    ));
+                }
+            }
             if let Some(e) = &p.embed {
                 entropies(at, "embed.shannon", &[e.shannon], 1)?;
                 for (key, h) in &e.renyi {
@@ -343,12 +520,22 @@ mod tests {
                 top_p_count: 30,
                 top_p_ids: None,
                 top_k: vec![(4, 0.1)],
+                kl_to_final: Some(4.0),
+                target_logprob: Some(-9.0),
+                target_rank: Some(7),
+            }),
+            kl_to_final: Some(vec![2.0, 1.0, 0.0]),
+            target: Some(TargetTrace {
+                id: 2,
+                logprob: vec![-3.0, -1.0, -0.1],
+                rank: vec![4, 2, 1],
             }),
         };
         EntropyProfile {
             model: "m".into(),
             prompt: "p".into(),
             n_blocks: 3,
+            read_point: ReadPoint::Block,
             prompt_ids: vec![1, 2],
             generated_ids: vec![3],
             tokens: vec!["a".into(), "b".into(), "c".into()],
@@ -404,6 +591,30 @@ mod tests {
         let mut p = profile();
         p.top_p = 2.0;
         refused(&p, "top_p 2 is not in [0, 1]");
+        let mut p = profile();
+        p.positions[0].kl_to_final = Some(vec![1.0, -2.0, 0.0]);
+        refused(&p, "kl_to_final[1] = -2");
+        let mut p = profile();
+        p.positions[1].target.as_mut().unwrap().rank.pop();
+        refused(&p, "target has 3 log-probabilities and 2 ranks, expected 3");
+        let mut p = profile();
+        p.positions[1].target.as_mut().unwrap().logprob[0] = 0.5;
+        refused(&p, "target log-probability [0] = 0.5 is not ≤ 0");
+        let mut p = profile();
+        p.positions[1].target.as_mut().unwrap().rank[2] = 0;
+        refused(&p, "ranks start at 1");
+        // Read at both points, every array has 2L entries.
+        let mut p = profile();
+        p.read_point = ReadPoint::Both;
+        refused(&p, "shannon has 3 values, expected 6");
+        assert_eq!(
+            ReadPoint::Both.labels(2),
+            ["1.a", "1", "2.a", "2"].map(String::from)
+        );
+        assert!(ReadPoint::parse("mlp")
+            .unwrap_err()
+            .to_string()
+            .contains("unknown read point `mlp`"));
         // JSON cannot carry NaN: serde refuses the null it becomes.
         let mut p = profile();
         p.positions[0].shannon[0] = f64::NAN;

@@ -35,6 +35,9 @@ pub struct Provenance {
     pub seed: u64,
     /// Version of entropy-lens that measured it.
     pub crate_version: String,
+    /// The lens, when not the logit lens (absent for the logit lens).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lens: Option<crate::lens::LensRecord>,
 }
 
 /// This crate's version.

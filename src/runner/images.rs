@@ -144,7 +144,7 @@ impl ImageProfiler {
             } else {
                 None
             };
-            let position = PositionProfile::from_stats(0, &spec, embed.as_ref(), &per_layer);
+            let position = PositionProfile::from_stats(0, &spec, embed.as_ref(), &per_layer, None);
             let predicted = top1(
                 &logits,
                 (per_layer.len() - 1 + usize::from(include_embed)) * b + i,
@@ -157,6 +157,7 @@ impl ImageProfiler {
                 model: self.model.info().name.clone(),
                 prompt: name.clone(),
                 n_blocks: n_layers,
+                read_point: crate::profile::ReadPoint::Block,
                 prompt_ids: Vec::new(),
                 generated_ids: vec![predicted],
                 tokens: vec![label.clone()],
@@ -193,6 +194,7 @@ impl ImageProfiler {
             sample_top_p: None,
             seed: 0,
             crate_version: CRATE_VERSION.to_string(),
+            lens: None,
         }
     }
 }

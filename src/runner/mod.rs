@@ -10,12 +10,12 @@ use indicatif::ProgressBar;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::lens::{Lens, StatSpec};
+use crate::lens::{GroupTarget, Groups, Lens, LensKind, StatSpec, TargetToken};
 use crate::model::{
     load, Captured, LoadOptions, LoadedModel, Model, ModelSource, Positions, TextTokenizer,
 };
 use crate::profile::provenance::CRATE_VERSION;
-use crate::profile::{EntropyProfile, PositionProfile, Provenance};
+use crate::profile::{EntropyProfile, PositionProfile, Provenance, ReadPoint};
 
 /// How the next token is chosen.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -122,6 +122,10 @@ pub struct Profiler {
     pub model: Model,
     pub tokenizer: TextTokenizer,
     lens: Lens,
+    /// Which lens reads the residuals (the logit lens unless set).
+    lens_kind: LensKind,
+    /// Where the residual stream is read.
+    read_point: ReadPoint,
     /// Sequences run together by [`Profiler::run_batch`].
     batch_size: usize,
 }
@@ -139,6 +143,8 @@ pub fn default_batch_size(device: &candle_core::Device) -> usize {
 /// One captured (batch row, column) to measure, and where its entry goes.
 #[derive(Clone, Copy, Debug)]
 struct Pick {
+    /// The request it belongs to.
+    request: usize,
     /// Row of the batch.
     row: usize,
     /// Column of the captured residuals ([b, p, d]).
@@ -147,6 +153,18 @@ struct Pick {
     position: usize,
     /// Keep this pick's final-block logits (the row's next token is chosen from them).
     keep_logits: bool,
+    /// The token whose probability and rank the lens follows ([`StatSpec::target`]).
+    target: GroupTarget,
+}
+
+/// What [`Profiler::measure_picks`] returns.
+struct Measured {
+    /// One entry per pick.
+    entries: Vec<PositionProfile>,
+    /// The final-block logits of the picks that keep them, in order.
+    kept: Vec<Vec<f32>>,
+    /// Per pick, the token chosen from its final logits ([`GroupTarget::Choose`]).
+    chosen: Vec<Option<u32>>,
 }
 
 impl Profiler {
@@ -156,6 +174,8 @@ impl Profiler {
             model: loaded.model,
             tokenizer: loaded.tokenizer,
             lens: Lens::new(spec)?,
+            lens_kind: LensKind::Logit,
+            read_point: ReadPoint::Block,
             batch_size,
         })
     }
@@ -182,6 +202,48 @@ impl Profiler {
 
     pub fn lens(&self) -> &Lens {
         &self.lens
+    }
+
+    /// The lens reading the residuals.
+    pub fn lens_kind(&self) -> &LensKind {
+        &self.lens_kind
+    }
+
+    /// Reads the residuals with `kind` from now on: the logit lens, or a tuned lens (its
+    /// translator, then the final norm and unembedding; the last block as the model reads it).
+    ///
+    /// # Errors
+    /// When a tuned lens was made for a model of another width or depth.
+    pub fn set_lens(&mut self, kind: LensKind) -> Result<()> {
+        if let Some(t) = kind.tuned() {
+            let info = self.model.info();
+            t.check_fits(&info.name, info.d_model, info.n_layers)?;
+            if !self.read_point.is_block() {
+                return Err(tuned_mid_block());
+            }
+        }
+        self.lens_kind = kind;
+        Ok(())
+    }
+
+    /// Where the residual stream is read.
+    pub fn read_point(&self) -> ReadPoint {
+        self.read_point
+    }
+
+    /// Reads the residual stream at `point` from now on: after every block, after every block's
+    /// attention (before its MLP), or both.
+    ///
+    /// # Errors
+    /// A mid-block point on a parallel-residual model (it has none), or with a tuned lens (its
+    /// translators are trained for the block outputs).
+    pub fn set_read_point(&mut self, point: ReadPoint) -> Result<()> {
+        if !point.is_block() && self.lens_kind.tuned().is_some() {
+            return Err(tuned_mid_block());
+        }
+        self.model.set_capture_attention(!point.is_block())?;
+        self.read_point = point;
+        Ok(())
     }
 
     /// Sequences [`Profiler::run_batch`] runs together (left-padded, one forward per step).
@@ -339,6 +401,9 @@ impl Profiler {
         self.model.declare_prompt_end(n);
         let device = self.model.device().clone();
         let ids = Tensor::new(prompt_ids.as_slice(), &device)?.unsqueeze(0)?;
+        let will_generate = req.generate > 0;
+        // The token chosen inside the lens pass when the lens follows the next token.
+        let mut pending: Option<u32> = None;
         let (mut entries, mut logits) = if req.all_positions {
             // Streamed: each prefill chunk's residuals go through the lens before the next chunk
             // runs, so memory stays flat however long the prompt (chunk × layers × hidden).
@@ -350,26 +415,39 @@ impl Profiler {
                 let captured = self
                     .model
                     .forward_capture(&ids.narrow(1, start, len)?, Positions::All)?;
-                let (more, last) = self.measure(&captured, start, req.include_embed)?;
+                let (more, last, chosen) = self.measure(
+                    &captured,
+                    start,
+                    req.include_embed,
+                    &prompt_ids,
+                    will_generate,
+                    &mut sampler,
+                )?;
                 entries.extend(more);
                 logits = last;
+                pending = chosen;
             }
             (entries, logits)
         } else {
             let captured = self.model.forward_capture(&ids, Positions::Last)?;
-            self.measure(&captured, n - 1, req.include_embed)?
+            let (entries, logits, chosen) = self.measure(
+                &captured,
+                n - 1,
+                req.include_embed,
+                &prompt_ids,
+                will_generate,
+                &mut sampler,
+            )?;
+            pending = chosen;
+            (entries, logits)
         };
         let first_logits = logits.clone();
 
         let mut generated: Vec<u32> = Vec::with_capacity(req.generate);
         for step in 0..req.generate {
-            let next = match &mut sampler {
-                None => argmax(&logits),
-                Some(s) => s.sample(&Tensor::from_slice(
-                    &logits,
-                    logits.len(),
-                    &candle_core::Device::Cpu,
-                )?)?,
+            let next = match pending.take() {
+                Some(t) => t,
+                None => choose_next(&mut sampler, &logits)?,
             };
             generated.push(next);
             if let Some(bar) = progress {
@@ -381,9 +459,17 @@ impl Profiler {
             }
             let ids = Tensor::new(&[next], &device)?.unsqueeze(0)?;
             let captured = self.model.forward_capture(&ids, Positions::Last)?;
-            let (more, l) = self.measure(&captured, n + step, req.include_embed)?;
+            let (more, l, chosen) = self.measure(
+                &captured,
+                n + step,
+                req.include_embed,
+                &prompt_ids,
+                true,
+                &mut sampler,
+            )?;
             entries.extend(more);
             logits = l;
+            pending = chosen;
         }
 
         let profile = self.assemble(req, prompt_ids, generated, entries)?;
@@ -425,6 +511,7 @@ impl Profiler {
             model: self.model.info().name.clone(),
             prompt: req.prompt.clone(),
             n_blocks: self.model.n_layers(),
+            read_point: self.read_point,
             tokens: all.iter().map(|&i| self.tokenizer.token_text(i)).collect(),
             generated_text: self.tokenizer.decode(&generated)?,
             prompt_ids,
@@ -463,6 +550,8 @@ impl Profiler {
             reqs.iter().map(|r| sampler(&r.sampling)).collect();
         let mut entries: Vec<Vec<PositionProfile>> = vec![Vec::new(); b];
         let mut logits: Vec<Vec<f32>> = vec![Vec::new(); b];
+        // Tokens chosen inside the lens pass (when the lens follows the next token).
+        let mut pending: Vec<Option<u32>> = vec![None; b];
 
         self.model.reset();
         self.model.set_left_padding(pads.clone())?;
@@ -500,23 +589,30 @@ impl Profiler {
                     } else {
                         start + column
                     };
+                    let position = absolute - pad;
                     picks.push(Pick {
+                        request: row,
                         row,
                         column,
-                        position: absolute - pad,
+                        position,
                         keep_logits: absolute == width - 1,
+                        target: self.target_at(&prompts[row], position, req.generate > 0),
                     });
                 }
             }
-            let (measured, kept) = self.measure_picks(&captured, &picks, include_embed)?;
-            let mut kept = kept.into_iter();
-            for (pick, entry) in picks.iter().zip(measured) {
-                let req = &reqs[pick.row];
-                entries[pick.row].push(keep_embed(entry, req.include_embed));
+            let mut choose = |k: usize, z: &[f32]| choose_next(&mut samplers[picks[k].request], z);
+            let measured = self.measure_picks(&captured, &picks, include_embed, &mut choose)?;
+            let mut kept = measured.kept.into_iter();
+            for ((pick, entry), chosen) in picks.iter().zip(measured.entries).zip(measured.chosen) {
+                let req = &reqs[pick.request];
+                entries[pick.request].push(keep_embed(entry, req.include_embed));
                 if pick.keep_logits {
-                    logits[pick.row] = kept
+                    logits[pick.request] = kept
                         .next()
                         .ok_or_else(|| Error::Data("the lens kept too few logits".into()))?;
+                }
+                if chosen.is_some() {
+                    pending[pick.request] = chosen;
                 }
             }
         }
@@ -531,13 +627,9 @@ impl Profiler {
             let mut next_ids = Vec::with_capacity(active.len());
             let mut still = Vec::with_capacity(active.len());
             for (slot, &r) in active.iter().enumerate() {
-                let next = match &mut samplers[r] {
-                    None => argmax(&logits[r]),
-                    Some(s) => s.sample(&Tensor::from_slice(
-                        &logits[r],
-                        logits[r].len(),
-                        &candle_core::Device::Cpu,
-                    )?)?,
+                let next = match pending[r].take() {
+                    Some(t) => t,
+                    None => choose_next(&mut samplers[r], &logits[r])?,
                 };
                 generated[r].push(next);
                 if let Some(bar) = progress {
@@ -561,17 +653,29 @@ impl Profiler {
             let picks: Vec<Pick> = active
                 .iter()
                 .enumerate()
-                .map(|(row, &r)| Pick {
-                    row,
-                    column: 0,
-                    position: prompts[r].len() + generated[r].len() - 1,
-                    keep_logits: true,
+                .map(|(row, &r)| {
+                    let position = prompts[r].len() + generated[r].len() - 1;
+                    Pick {
+                        request: r,
+                        row,
+                        column: 0,
+                        position,
+                        keep_logits: true,
+                        target: self.target_at(&prompts[r], position, true),
+                    }
                 })
                 .collect();
-            let (measured, kept) = self.measure_picks(&captured, &picks, include_embed)?;
-            for ((&r, entry), l) in active.iter().zip(measured).zip(kept) {
+            let mut choose = |k: usize, z: &[f32]| choose_next(&mut samplers[picks[k].request], z);
+            let measured = self.measure_picks(&captured, &picks, include_embed, &mut choose)?;
+            for (((&r, entry), l), chosen) in active
+                .iter()
+                .zip(measured.entries)
+                .zip(measured.kept)
+                .zip(measured.chosen)
+            {
                 entries[r].push(keep_embed(entry, reqs[r].include_embed));
                 logits[r] = l;
+                pending[r] = chosen;
             }
         }
         self.model.reset();
@@ -609,46 +713,124 @@ impl Profiler {
             sample_top_p: req.sampling.sample_top_p,
             seed: req.sampling.seed,
             crate_version: CRATE_VERSION.to_string(),
+            lens: self.lens_kind.record(),
         }
     }
 
-    /// Lens statistics of captured residuals; returns one entry per captured position (the first
-    /// being `first_position`) and the last position's final-layer logits.
+    /// What the lens follows at `position` of a sequence with `prompt`: the given token, the next
+    /// prompt token, or (the last position of a sequence that generates) the token about to be
+    /// chosen.
+    fn target_at(&self, prompt: &[u32], position: usize, will_generate: bool) -> GroupTarget {
+        match self.lens.spec().target {
+            TargetToken::None => GroupTarget::None,
+            TargetToken::Token(t) => GroupTarget::Known(t),
+            TargetToken::Next => match prompt.get(position + 1) {
+                Some(&t) => GroupTarget::Known(t),
+                None if will_generate => GroupTarget::Choose,
+                None => GroupTarget::None,
+            },
+        }
+    }
+
+    /// Lens statistics of captured residuals of one sequence; returns one entry per captured
+    /// position (the first being `first_position`), the last position's final-layer logits, and
+    /// the token `sampler` chose from them when the lens follows the next token.
     fn measure(
         &self,
         captured: &Captured,
         first_position: usize,
         include_embed: bool,
-    ) -> Result<(Vec<PositionProfile>, Vec<f32>)> {
+        prompt: &[u32],
+        will_generate: bool,
+        sampler: &mut Option<LogitsProcessor>,
+    ) -> Result<(Vec<PositionProfile>, Vec<f32>, Option<u32>)> {
         let p = captured.residuals.first().map_or(Ok(0), |l| l.dim(1))?;
         let picks: Vec<Pick> = (0..p)
-            .map(|column| Pick {
-                row: 0,
-                column,
-                position: first_position + column,
-                keep_logits: column + 1 == p,
+            .map(|column| {
+                let position = first_position + column;
+                Pick {
+                    request: 0,
+                    row: 0,
+                    column,
+                    position,
+                    keep_logits: column + 1 == p,
+                    target: self.target_at(prompt, position, will_generate),
+                }
             })
             .collect();
-        let (entries, mut kept) = self.measure_picks(captured, &picks, include_embed)?;
-        let logits = kept
+        let mut choose = |_: usize, logits: &[f32]| choose_next(sampler, logits);
+        let mut measured = self.measure_picks(captured, &picks, include_embed, &mut choose)?;
+        let logits = measured
+            .kept
             .pop()
             .ok_or_else(|| Error::Data("lens returned no logits for the last row".into()))?;
-        Ok((entries, logits))
+        Ok((measured.entries, logits, measured.chosen.pop().flatten()))
+    }
+
+    /// The residual streams a pick is read at, in order, the last being the final block's (the
+    /// model's own distribution). With the attention read point that last one is extra: measured
+    /// for KL and sampling, then dropped.
+    fn read_layers<'a>(
+        &self,
+        captured: &'a Captured,
+        include_embed: bool,
+    ) -> Result<Vec<&'a Tensor>> {
+        let r = &captured.residuals;
+        let embed = r.first().filter(|_| include_embed);
+        let last = r
+            .last()
+            .ok_or_else(|| Error::Data("the model returned no residual stream".into()))?;
+        let mids = &captured.after_attention;
+        if !self.read_point.is_block() && mids.len() + 1 != r.len() {
+            return Err(Error::Data(format!(
+                "{} mid-block residuals for {} blocks",
+                mids.len(),
+                r.len().saturating_sub(1)
+            )));
+        }
+        Ok(match self.read_point {
+            ReadPoint::Block => embed.into_iter().chain(&r[1..]).collect(),
+            ReadPoint::Attention => embed.into_iter().chain(mids).chain([last]).collect(),
+            ReadPoint::Both => embed
+                .into_iter()
+                .chain(mids.iter().zip(&r[1..]).flat_map(|(m, b)| [m, b]))
+                .collect(),
+        })
     }
 
     /// Lens statistics at the picked (row, column)s of captured residuals ([b, p, d] per layer),
-    /// one entry per pick, and the final-block logits of the picks that keep them, in order.
+    /// one entry per pick, the final-block logits of the picks that keep them, in order, and the
+    /// tokens chosen by `choose(pick, final logits)` for the picks whose target is
+    /// [`GroupTarget::Choose`].
     fn measure_picks(
         &self,
         captured: &Captured,
         picks: &[Pick],
         include_embed: bool,
-    ) -> Result<(Vec<PositionProfile>, Vec<Vec<f32>>)> {
+        choose: &mut dyn FnMut(usize, &[f32]) -> Result<u32>,
+    ) -> Result<Measured> {
         if picks.is_empty() {
-            return Ok((Vec::new(), Vec::new()));
+            return Ok(Measured {
+                entries: Vec::new(),
+                kept: Vec::new(),
+                chosen: Vec::new(),
+            });
         }
-        let from = if include_embed { 0 } else { 1 };
-        let used: Vec<&Tensor> = captured.residuals[from..].iter().collect();
+        let read = self.read_layers(captured, include_embed)?;
+        // A tuned lens translates each layer's residual first (the last block's stays as is).
+        let translated: Vec<Tensor>;
+        let used: Vec<&Tensor> = match self.lens_kind.tuned() {
+            None => read,
+            Some(t) => {
+                let from = usize::from(!include_embed);
+                translated = read
+                    .iter()
+                    .enumerate()
+                    .map(|(k, r)| t.translate(from + k, r))
+                    .collect::<Result<_>>()?;
+                translated.iter().collect()
+            }
+        };
         let nl = used.len();
         // [b, p, d] per layer → [b, p, layers, d] → one row per (pick, layer), pick-major.
         let stacked = Tensor::stack(&used, 2)?;
@@ -675,20 +857,74 @@ impl Profiler {
             .filter(|(_, k)| k.keep_logits)
             .map(|(i, _)| i * nl + nl - 1)
             .collect();
-        let (stats, kept) = self.lens.apply_keep_rows(&self.model, &rows, &keep)?;
+        let spec = self.lens.spec();
+        let (stats, kept, targets) = if spec.relates_rows() {
+            let targets: Vec<GroupTarget> = picks.iter().map(|k| k.target).collect();
+            let out = self.lens.apply_groups(
+                &self.model,
+                &rows,
+                Groups {
+                    size: nl,
+                    kl: spec.kl_to_final,
+                    targets: &targets,
+                    choose,
+                },
+                &keep,
+            )?;
+            (out.stats, out.kept, out.targets)
+        } else {
+            let (stats, kept) = self.lens.apply_keep_rows(&self.model, &rows, &keep)?;
+            (stats, kept, vec![None; picks.len()])
+        };
+        // Attention read point: the final block's row was read for KL and sampling only.
+        let shown = if self.read_point == ReadPoint::Attention {
+            nl - 1
+        } else {
+            nl
+        };
         let entries = picks
             .iter()
             .zip(stats.chunks(nl))
-            .map(|(pick, row)| {
+            .zip(&targets)
+            .map(|((pick, row), &target)| {
+                let row = &row[..shown];
                 let (embed, blocks) = if include_embed {
                     (Some(&row[0]), &row[1..])
                 } else {
                     (None, row)
                 };
-                PositionProfile::from_stats(pick.position, self.lens.spec(), embed, blocks)
+                PositionProfile::from_stats(pick.position, spec, embed, blocks, target)
             })
             .collect();
-        Ok((entries, kept))
+        let chosen = picks
+            .iter()
+            .zip(targets)
+            .map(|(k, t)| t.filter(|_| k.target == GroupTarget::Choose))
+            .collect();
+        Ok(Measured {
+            entries,
+            kept,
+            chosen,
+        })
+    }
+}
+
+/// A tuned lens with a mid-block read point.
+fn tuned_mid_block() -> Error {
+    Error::invalid(
+        "a tuned lens has translators for the block outputs only; read it at --read-point block (or use --lens logit for the mid-block point)",
+    )
+}
+
+/// The next token from `logits`: greedy (argmax) without a sampler.
+fn choose_next(sampler: &mut Option<LogitsProcessor>, logits: &[f32]) -> Result<u32> {
+    match sampler {
+        None => Ok(argmax(logits)),
+        Some(s) => Ok(s.sample(&Tensor::from_slice(
+            logits,
+            logits.len(),
+            &candle_core::Device::Cpu,
+        )?)?),
     }
 }
 

@@ -1,0 +1,541 @@
+//! `train-lens`: fits a tuned lens to a model on a text, step by step, with checkpoints a killed
+//! run resumes from (the same bytes as an uninterrupted run), and a held-out evaluation of the mean
+//! KL to the final distribution per layer, logit lens beside tuned lens.
+//!
+//! Data: the text (a plain file, or JSON Lines of `{"text": …}`) is tokenised as one stream and cut
+//! into windows of `seq_len` tokens (BOS first where the tokenizer adds one); the last windows,
+//! `holdout_tokens` of them, are held out; the others are visited in a seeded order, `step_tokens`
+//! per step.
+
+// User input reaches this module (issue 10): no unwrap or expect outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+
+use candle_core::{DType, Device, Tensor};
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+use super::train::{sgd_nesterov, zeros_like, Readout};
+use super::tuned::{Translator, TunedLens};
+use crate::error::{Error, Result};
+use crate::model::{Model, Positions, TextTokenizer};
+
+/// How a lens is trained.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrainOptions {
+    /// Training tokens in all (steps × `step_tokens`).
+    pub tokens: usize,
+    /// Tokens per optimisation step.
+    pub step_tokens: usize,
+    /// Tokens per window (a sequence the model reads at once).
+    pub seq_len: usize,
+    /// Held-out tokens for the evaluation (taken from the end of the text, never trained on).
+    pub holdout_tokens: usize,
+    /// The package's learning rate (1 for SGD) is multiplied by this.
+    pub lr_scale: f64,
+    pub momentum: f64,
+    pub weight_decay: f64,
+    pub seed: u64,
+    /// Positions whose vocabulary-sized rows are held at once.
+    pub chunk_tokens: usize,
+    /// Steps between checkpoints.
+    pub checkpoint_every: usize,
+}
+
+impl Default for TrainOptions {
+    fn default() -> Self {
+        Self {
+            tokens: 1 << 16,
+            step_tokens: 2048,
+            seq_len: 128,
+            holdout_tokens: 2048,
+            lr_scale: 1.0,
+            momentum: 0.9,
+            weight_decay: 1e-3,
+            seed: 42,
+            chunk_tokens: 256,
+            checkpoint_every: 5,
+        }
+    }
+}
+
+impl TrainOptions {
+    fn check(&self) -> Result<()> {
+        if self.seq_len < 2 || self.step_tokens < self.seq_len || self.tokens < self.step_tokens {
+            return Err(Error::invalid(format!(
+                "need --tokens ≥ --step-tokens ≥ --seq-len ≥ 2 (got {}, {}, {})",
+                self.tokens, self.step_tokens, self.seq_len
+            )));
+        }
+        let rates_ok = self.lr_scale > 0.0
+            && self.lr_scale.is_finite()
+            && (0.0..1.0).contains(&self.momentum)
+            && self.weight_decay >= 0.0
+            && self.weight_decay.is_finite();
+        if !rates_ok || self.chunk_tokens == 0 || self.checkpoint_every == 0 {
+            return Err(Error::invalid(
+                "learning-rate scale must be positive, momentum in [0, 1), weight decay ≥ 0, chunk and checkpoint interval ≥ 1",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Optimisation steps.
+    pub fn steps(&self) -> usize {
+        self.tokens / self.step_tokens
+    }
+}
+
+/// Where a training run stands (`train_state.json` beside the lens): enough to resume it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrainState {
+    pub options: TrainOptions,
+    pub model_sha256: String,
+    pub data_sha256: String,
+    /// Steps done.
+    pub step: usize,
+    /// Mean KL (nats) per translator, per step done.
+    pub losses: Vec<Vec<f64>>,
+}
+
+/// The evaluation on held-out text: mean KL(final ‖ lens) per layer 0 … L − 1.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrainReport {
+    pub model: String,
+    pub tokens_trained: usize,
+    pub holdout_tokens: usize,
+    pub kl_logit: Vec<f64>,
+    pub kl_tuned: Vec<f64>,
+}
+
+impl TrainReport {
+    /// The per-layer table as text.
+    pub fn table(&self) -> crate::analysis::Table {
+        let mut t = crate::analysis::Table::new(
+            format!(
+                "Mean KL(final ‖ lens) on {} held-out tokens, nats ({}, {} training tokens)",
+                self.holdout_tokens, self.model, self.tokens_trained
+            ),
+            &["layer", "logit lens", "tuned lens", "ratio"],
+        );
+        for (l, (a, b)) in self.kl_logit.iter().zip(&self.kl_tuned).enumerate() {
+            t.row(vec![
+                l.to_string(),
+                format!("{a:.4}"),
+                format!("{b:.4}"),
+                format!("{:.3}", b / a.max(1e-12)),
+            ]);
+        }
+        t
+    }
+}
+
+/// Progress of a training run, reported after each step.
+#[derive(Clone, Debug)]
+pub struct StepReport {
+    pub step: usize,
+    pub steps: usize,
+    /// Mean KL per translator at this step.
+    pub kl: Vec<f64>,
+}
+
+/// The text of `path`: JSON Lines of `{"text": …}` (joined by blank lines), else the file as is.
+pub fn read_text(path: &Path) -> Result<String> {
+    read_text_from(path, 0)
+}
+
+/// As [`read_text`], leaving out the first `skip` records of a JSON Lines file (e.g. the stories
+/// an experiment prompts with).
+///
+/// # Errors
+/// `skip` > 0 on a plain text file (it has no records), or as many records as the file holds.
+pub fn read_text_from(path: &Path, skip: usize) -> Result<String> {
+    let raw = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let jsonl = path.extension().is_some_and(|x| x == "jsonl");
+    if !jsonl {
+        if skip > 0 {
+            return Err(Error::invalid(format!(
+                "--skip-records applies to JSON Lines; {} is plain text",
+                path.display()
+            )));
+        }
+        return Ok(raw);
+    }
+    let mut parts = Vec::new();
+    let records = raw
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty());
+    let total = records.clone().count();
+    if skip > 0 && skip >= total {
+        return Err(Error::invalid(format!(
+            "--skip-records {skip} leaves nothing of the {total} records of {}",
+            path.display()
+        )));
+    }
+    for (i, line) in records.skip(skip) {
+        let v: serde_json::Value = serde_json::from_str(line)
+            .map_err(|e| Error::Data(format!("{} line {}: {e}", path.display(), i + 1)))?;
+        let text = v.get("text").and_then(|t| t.as_str()).ok_or_else(|| {
+            Error::Data(format!(
+                "{} line {}: expected {{\"text\": ...}}",
+                path.display(),
+                i + 1
+            ))
+        })?;
+        parts.push(text.to_string());
+    }
+    Ok(parts.join("\n\n"))
+}
+
+/// Windows of `seq_len` token ids (BOS first where the tokenizer adds it), in text order.
+fn windows(tokenizer: &TextTokenizer, text: &str, seq_len: usize) -> Result<Vec<Vec<u32>>> {
+    let with_bos = tokenizer.encode("", true)?;
+    let body = tokenizer.encode(text, false)?;
+    let room = seq_len - with_bos.len();
+    Ok(body
+        .chunks_exact(room.max(1))
+        .map(|c| with_bos.iter().chain(c).copied().collect())
+        .collect())
+}
+
+/// Trains (or resumes training) a tuned lens for `model` on `text`, writing the lens, its state
+/// and the held-out report into `out`. `report` is called after every step.
+pub fn train_lens(
+    model: &mut Model,
+    tokenizer: &TextTokenizer,
+    text: &str,
+    opts: &TrainOptions,
+    out: &Path,
+    report: &mut dyn FnMut(&StepReport),
+) -> Result<TrainReport> {
+    opts.check()?;
+    let info = model.info().clone();
+    let l = info.n_layers;
+    let all = windows(tokenizer, text, opts.seq_len)?;
+    let holdout_windows = opts.holdout_tokens.div_ceil(opts.seq_len);
+    if all.len() < holdout_windows + 1 {
+        return Err(Error::invalid(format!(
+            "the training text gives {} windows of {} tokens, and {} are held out for the evaluation: give a longer text, or lower --seq-len or --holdout-tokens",
+            all.len(),
+            opts.seq_len,
+            holdout_windows
+        )));
+    }
+    let (train, holdout) = all.split_at(all.len() - holdout_windows);
+    let mut order: Vec<usize> = (0..train.len()).collect();
+    order.shuffle(&mut ChaCha8Rng::seed_from_u64(opts.seed));
+    let data_sha256 = crate::model::fingerprint::bytes_sha256(text.as_bytes());
+    let readout = model.readout()?;
+
+    std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
+    let state_path = out.join("train_state.json");
+    let momentum_path = out.join("momentum.safetensors");
+    let (mut lens, mut velocity, mut state) = match resume(out, &state_path, &momentum_path)? {
+        Some((lens, velocity, state)) => {
+            if state.options != *opts
+                || state.model_sha256 != info.sha256
+                || state.data_sha256 != data_sha256
+            {
+                return Err(Error::invalid(format!(
+                    "{} holds a lens being trained with other options, model or text; resume it with its own, or choose another --out",
+                    out.display()
+                )));
+            }
+            lens.check_fits(&info.name, info.d_model, l)?;
+            (lens, velocity, state)
+        }
+        None => {
+            let lens = TunedLens::zeros(&info.name, info.d_model, l)?;
+            let velocity = lens
+                .translators
+                .iter()
+                .map(|t| {
+                    Ok((
+                        zeros_like(&t.weight)?,
+                        zeros_like(t.bias.as_ref().unwrap_or(&t.weight))?,
+                    ))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let state = TrainState {
+                options: opts.clone(),
+                model_sha256: info.sha256.clone(),
+                data_sha256: data_sha256.clone(),
+                step: 0,
+                losses: Vec::new(),
+            };
+            (lens, velocity, state)
+        }
+    };
+
+    let steps = opts.steps();
+    let per_step = (opts.step_tokens / opts.seq_len).max(1);
+    while state.step < steps {
+        let k = state.step;
+        let batch: Vec<&Vec<u32>> = (0..per_step)
+            .map(|i| &train[order[(k * per_step + i) % order.len()]])
+            .collect();
+        let (grads, kl) = step_grads(model, &readout, &lens, &batch, opts.chunk_tokens)?;
+        let grads = clip_grad_norm(grads, MAX_GRAD_NORM)?;
+        let lr = opts.lr_scale * (1.0 - opts.momentum) * (1.0 - k as f64 / steps as f64);
+        for (i, (gw, gb)) in grads.into_iter().enumerate() {
+            let t = &mut lens.translators[i];
+            let (w, vw) = sgd_nesterov(
+                &t.weight,
+                &gw,
+                &velocity[i].0,
+                lr,
+                opts.momentum,
+                opts.weight_decay,
+            )?;
+            let bias = t
+                .bias
+                .as_ref()
+                .ok_or_else(|| Error::Data("translator without bias".into()))?;
+            let (b, vb) = sgd_nesterov(
+                bias,
+                &gb,
+                &velocity[i].1,
+                lr,
+                opts.momentum,
+                opts.weight_decay,
+            )?;
+            *t = Translator {
+                weight: w,
+                bias: Some(b),
+            };
+            velocity[i] = (vw, vb);
+        }
+        state.step += 1;
+        state.losses.push(kl.clone());
+        report(&StepReport {
+            step: state.step,
+            steps,
+            kl,
+        });
+        if state.step % opts.checkpoint_every == 0 || state.step == steps {
+            checkpoint(&lens, &velocity, &state, out, &state_path, &momentum_path)?;
+        }
+    }
+    let zero = TunedLens::zeros(&info.name, info.d_model, l)?;
+    let holdout: Vec<&Vec<u32>> = holdout.iter().collect();
+    let kl_logit = evaluate(model, &readout, &zero, &holdout, opts.chunk_tokens)?;
+    let kl_tuned = evaluate(model, &readout, &lens, &holdout, opts.chunk_tokens)?;
+    let result = TrainReport {
+        model: info.name.clone(),
+        tokens_trained: steps * per_step * opts.seq_len,
+        holdout_tokens: holdout.len() * opts.seq_len,
+        kl_logit,
+        kl_tuned,
+    };
+    let text = serde_json::to_string_pretty(&result)? + "\n";
+    crate::experiments::store::write_atomic(&out.join("train_report.json"), text.as_bytes())?;
+    Ok(result)
+}
+
+/// The package clips the gradient of all translators together to this L2 norm before each step
+/// (residual streams are large, so raw gradients are too).
+const MAX_GRAD_NORM: f64 = 1.0;
+
+/// Scales `grads` so that their joint L2 norm is at most `max_norm`, as
+/// `torch.nn.utils.clip_grad_norm_` does (`max_norm / (norm + 1e-6)`, when below 1).
+fn clip_grad_norm(grads: Vec<(Tensor, Tensor)>, max_norm: f64) -> Result<Vec<(Tensor, Tensor)>> {
+    let mut sq = 0f64;
+    for (w, b) in &grads {
+        for t in [w, b] {
+            sq += t
+                .sqr()?
+                .sum_all()?
+                .to_dtype(DType::F64)?
+                .to_scalar::<f64>()?;
+        }
+    }
+    let coef = max_norm / (sq.sqrt() + 1e-6);
+    if !coef.is_finite() {
+        return Err(Error::Data(
+            "the lens gradient is not finite (the model's residual stream holds NaN or inf)".into(),
+        ));
+    }
+    if coef >= 1.0 {
+        return Ok(grads);
+    }
+    grads
+        .into_iter()
+        .map(|(w, b)| Ok(((w * coef)?, (b * coef)?)))
+        .collect()
+}
+
+/// Momentum buffers per translator: (weight, bias).
+type Velocity = Vec<(Tensor, Tensor)>;
+
+/// The lens, momentum and state of an interrupted run in `out`, if any.
+fn resume(
+    out: &Path,
+    state_path: &Path,
+    momentum_path: &Path,
+) -> Result<Option<(TunedLens, Velocity, TrainState)>> {
+    if !state_path.exists() {
+        return Ok(None);
+    }
+    let state: TrainState = serde_json::from_str(
+        &std::fs::read_to_string(state_path).map_err(|e| Error::io(state_path, e))?,
+    )
+    .map_err(|e| Error::Data(format!("{}: {e}", state_path.display())))?;
+    let lens = TunedLens::from_folder(out)?;
+    let saved = candle_core::safetensors::load(momentum_path, &Device::Cpu)
+        .map_err(|e| Error::Data(format!("{}: {e}", momentum_path.display())))?;
+    let velocity = (0..lens.translators.len())
+        .map(|i| {
+            let get = |k: String| {
+                saved
+                    .get(&k)
+                    .cloned()
+                    .ok_or_else(|| Error::Data(format!("{} has no {k}", momentum_path.display())))
+            };
+            Ok((get(format!("{i}.weight"))?, get(format!("{i}.bias"))?))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Some((lens, velocity, state)))
+}
+
+/// Writes the lens, then the momentum, then the state (the state names a finished step only
+/// once both are on disk).
+fn checkpoint(
+    lens: &TunedLens,
+    velocity: &[(Tensor, Tensor)],
+    state: &TrainState,
+    out: &Path,
+    state_path: &Path,
+    momentum_path: &Path,
+) -> Result<()> {
+    lens.save(out)?;
+    let named: std::collections::HashMap<String, Tensor> = velocity
+        .iter()
+        .enumerate()
+        .flat_map(|(i, (w, b))| {
+            [
+                (format!("{i}.weight"), w.clone()),
+                (format!("{i}.bias"), b.clone()),
+            ]
+        })
+        .collect();
+    let tmp = momentum_path.with_extension("tmp");
+    candle_core::safetensors::save(&named, &tmp)
+        .map_err(|e| Error::Data(format!("{}: {e}", tmp.display())))?;
+    std::fs::rename(&tmp, momentum_path).map_err(|e| Error::io(momentum_path, e))?;
+    let text = serde_json::to_string_pretty(state)? + "\n";
+    crate::experiments::store::write_atomic(state_path, text.as_bytes())
+}
+
+/// Residual rows [T, d] (f32, CPU) of every layer 0 … L for `batch`, and the final-distribution
+/// rows are computed from layer L.
+fn residual_rows(model: &mut Model, batch: &[&Vec<u32>]) -> Result<Vec<Tensor>> {
+    let s = batch.first().map(|w| w.len()).unwrap_or(0);
+    let flat: Vec<u32> = batch.iter().flat_map(|w| w.iter().copied()).collect();
+    let ids = Tensor::from_vec(flat, (batch.len(), s), model.device())?;
+    model.reset();
+    model.declare_prompt_end(s);
+    let captured = model.forward_capture(&ids, Positions::All)?;
+    captured
+        .residuals
+        .iter()
+        .map(|r| {
+            let (b, s, d) = r.dims3()?;
+            Ok(r.reshape((b * s, d))?
+                .to_dtype(DType::F32)?
+                .to_device(&Device::Cpu)?)
+        })
+        .collect()
+}
+
+/// The final distribution of residual rows of the last layer.
+fn final_probs(model: &Model, last: &Tensor) -> Result<Tensor> {
+    let dev = model.device().clone();
+    let z = model
+        .unembed(&model.final_norm(&last.to_device(&dev)?.to_dtype(model.dtype())?)?)?
+        .to_dtype(DType::F32)?
+        .to_device(&Device::Cpu)?;
+    Ok(candle_nn::ops::softmax_last_dim(&z)?)
+}
+
+/// Gradients (per translator: weight, bias) of the mean KL over the batch's positions, and the
+/// mean KL per translator.
+#[allow(clippy::type_complexity)]
+fn step_grads(
+    model: &mut Model,
+    readout: &Readout,
+    lens: &TunedLens,
+    batch: &[&Vec<u32>],
+    chunk: usize,
+) -> Result<(Vec<(Tensor, Tensor)>, Vec<f64>)> {
+    let rows = residual_rows(model, batch)?;
+    let l = lens.translators.len();
+    let total = rows[0].dim(0)?;
+    let mut grads: Vec<Option<(Tensor, Tensor)>> = vec![None; l];
+    let mut kl = vec![0f64; l];
+    let mut start = 0;
+    while start < total {
+        let n = chunk.min(total - start);
+        let p = final_probs(model, &rows[l].narrow(0, start, n)?)?;
+        for (i, t) in lens.translators.iter().enumerate() {
+            let h = rows[i].narrow(0, start, n)?;
+            let bias = t
+                .bias
+                .clone()
+                .map_or_else(|| zeros_like(&t.weight.get(0)?), Ok)?;
+            let g = readout.kl_grad(&h, &p, &t.weight, &bias, total)?;
+            kl[i] += g.kl_sum;
+            grads[i] = Some(match grads[i].take() {
+                None => (g.weight, g.bias),
+                Some((w, b)) => ((w + g.weight)?, (b + g.bias)?),
+            });
+        }
+        start += n;
+    }
+    let grads = grads
+        .into_iter()
+        .map(|g| g.ok_or_else(|| Error::Data("no positions in the batch".into())))
+        .collect::<Result<Vec<_>>>()?;
+    Ok((grads, kl.iter().map(|s| s / total as f64).collect()))
+}
+
+/// Mean KL(final ‖ lens) per layer 0 … L − 1 over the windows.
+fn evaluate(
+    model: &mut Model,
+    readout: &Readout,
+    lens: &TunedLens,
+    windows: &[&Vec<u32>],
+    chunk: usize,
+) -> Result<Vec<f64>> {
+    let l = lens.translators.len();
+    let mut sums = vec![0f64; l];
+    let mut count = 0usize;
+    for w in windows.chunks(8) {
+        let rows = residual_rows(model, w)?;
+        let total = rows[0].dim(0)?;
+        let mut start = 0;
+        while start < total {
+            let n = chunk.min(total - start);
+            let p = final_probs(model, &rows[l].narrow(0, start, n)?)?;
+            let log_p = p.clamp(1e-30f32, 1f32)?.log()?;
+            for (i, t) in lens.translators.iter().enumerate() {
+                let h = rows[i].narrow(0, start, n)?;
+                let bias = t
+                    .bias
+                    .clone()
+                    .map_or_else(|| zeros_like(&t.weight.get(0)?), Ok)?;
+                let log_q = readout.log_probs(&h, &t.weight, &bias)?;
+                sums[i] += (&p * (&log_p - log_q)?)?
+                    .sum_all()?
+                    .to_dtype(DType::F64)?
+                    .to_scalar::<f64>()?;
+            }
+            start += n;
+        }
+        count += total;
+    }
+    Ok(sums.iter().map(|s| s / count.max(1) as f64).collect())
+}
