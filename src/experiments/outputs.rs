@@ -293,7 +293,8 @@ pub fn pct(x: f64) -> String {
     crate::analysis::table::fmt_pct(x)
 }
 
-/// `greedy` / `sampled at T = 1`, plus `, chat template` when prompts were wrapped in it.
+/// `greedy` / `sampled at T = 1`, plus `, chat template` when prompts were wrapped in it and
+/// `, tuned lens <sha256 prefix>` when a tuned lens read them.
 pub fn generation_label(cfg: &ExperimentConfig) -> String {
     let g = &cfg.generation;
     let mut s = if g.temperature > 0.0 {
@@ -303,6 +304,14 @@ pub fn generation_label(cfg: &ExperimentConfig) -> String {
     };
     if g.chat {
         s.push_str(", chat template");
+    }
+    // Logit-lens runs keep their labels (and their result.json bytes).
+    if let Some(lens) = &cfg.lens {
+        s.push_str(&format!(
+            ", {} lens {}",
+            lens.kind,
+            &lens.sha256[..lens.sha256.len().min(8)]
+        ));
     }
     s
 }

@@ -260,6 +260,12 @@ impl Plan {
         self
     }
 
+    /// Reads the residual stream with `lens`: `logit`, or `tuned:<folder or model id>`.
+    pub fn lens(mut self, lens: impl Into<String>) -> Self {
+        self.lens = Some(lens.into());
+        self
+    }
+
     /// Refuses the options the experiment does not read (`accepted`), and `--model` where it
     /// compares several models (or `--models` where it runs on one).
     pub fn check_options(&self, accepted: &[PlanOption]) -> Result<()> {

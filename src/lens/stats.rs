@@ -259,7 +259,7 @@ unsafe fn exp_pass_avx2(z: &[f32], m: f32, scale: f32, out: Option<&mut [f32]>) 
     exp_pass_generic(z, m, scale, out)
 }
 
-fn exp_pass(z: &[f32], m: f32, scale: f32, out: Option<&mut [f32]>) -> (f64, f64) {
+pub(crate) fn exp_pass(z: &[f32], m: f32, scale: f32, out: Option<&mut [f32]>) -> (f64, f64) {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")

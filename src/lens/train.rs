@@ -17,7 +17,8 @@
 // User input reaches this module (issue 10): no unwrap or expect outside tests.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
-use candle_core::{DType, Device, Tensor, D};
+use candle_core::{DType, Device, Storage, Tensor, D};
+use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 
@@ -41,6 +42,25 @@ pub struct Readout {
     pub norm: NormParams,
     pub unembedding: Tensor,
     pub softcap: Option<f64>,
+}
+
+/// The final distributions of a chunk of positions, as the loss compares with them.
+#[derive(Clone, Debug)]
+pub struct FinalDist {
+    /// [c, vocab], rows sum to 1.
+    pub p: Tensor,
+    /// Σ over rows of Σ p log p (0 log 0 = 0): the part of the KL that no translator changes.
+    pub p_log_p: f64,
+}
+
+impl FinalDist {
+    pub fn new(p: Tensor) -> Result<Self> {
+        let p_log_p = (&p * p.clamp(1e-30f32, 1f32)?.log()?)?
+            .sum_all()?
+            .to_dtype(DType::F64)?
+            .to_scalar::<f64>()?;
+        Ok(Self { p, p_log_p })
+    }
 }
 
 /// One translator's gradient accumulated over chunks, and its loss.
@@ -135,15 +155,30 @@ impl Readout {
         Ok(candle_nn::ops::log_softmax(&z, D::Minus1)?)
     }
 
+    /// Σ over rows of KL(P ‖ q) for residual rows `h` read through the translator.
+    pub fn kl_sum(
+        &self,
+        h: &Tensor,
+        target: &FinalDist,
+        weight: &Tensor,
+        bias: &Tensor,
+    ) -> Result<f64> {
+        let u = translated(h, weight, bias)?;
+        let (n, _, _) = self.norm_forward(&u)?;
+        let (z, _) = self.logits(&n)?;
+        let (cross, _) = cross_and_grad(&z, &target.p, None)?;
+        Ok(target.p_log_p - cross)
+    }
+
     /// The gradient of Σ_rows KL(P ‖ q) / `total` with respect to (`weight`, `bias`), for residual
-    /// rows `h` and final probabilities `p` (rows of `p` sum to 1), and Σ_rows KL.
+    /// rows `h` and final distributions `target`, and Σ_rows KL.
     ///
     /// # Shapes
-    /// `h`: [c, d], `p`: [c, vocab], `weight`: [d, d], `bias`: [d]
+    /// `h`: [c, d], `target.p`: [c, vocab], `weight`: [d, d], `bias`: [d]
     pub fn kl_grad(
         &self,
         h: &Tensor,
-        p: &Tensor,
+        target: &FinalDist,
         weight: &Tensor,
         bias: &Tensor,
         total: usize,
@@ -151,14 +186,10 @@ impl Readout {
         let u = translated(h, weight, bias)?;
         let (n, inv, xhat) = self.norm_forward(&u)?;
         let (z, cap_dt) = self.logits(&n)?;
-        let log_q = candle_nn::ops::log_softmax(&z, D::Minus1)?;
-        // KL = Σ P log P − Σ P log q, with 0 log 0 = 0.
-        let p_log_p = (p * p.clamp(1e-30f32, 1f32)?.log()?)?;
-        let kl_sum = ((p_log_p - (p * &log_q)?)?)
-            .sum_all()?
-            .to_dtype(DType::F64)?
-            .to_scalar::<f64>()?;
-        let mut dz = ((log_q.exp()? - p)? / total as f64)?;
+        // KL = Σ P log P − Σ P log q: the first term is the target's own.
+        let (cross, dz) = cross_and_grad(&z, &target.p, Some(total as f64))?;
+        let kl_sum = target.p_log_p - cross;
+        let mut dz = dz.ok_or_else(|| Error::Data("no gradient of the logits".into()))?;
         if let Some(dt) = cap_dt {
             dz = (dz * dt)?;
         }
@@ -170,6 +201,85 @@ impl Readout {
             kl_sum,
         })
     }
+}
+
+/// Σ over rows of Σ P log q, q = softmax(z), and (when `total` is given) ∂/∂z of
+/// Σ KL(P ‖ q) / total = (q − P) / total. On the CPU one parallel pass per row (the vocabulary-sized
+/// part of training: a dozen tensor passes otherwise); elsewhere tensor operations.
+///
+/// # Shapes
+/// `z`, `p`: [c, vocab]
+fn cross_and_grad(z: &Tensor, p: &Tensor, total: Option<f64>) -> Result<(f64, Option<Tensor>)> {
+    let on_cpu = matches!(z.device(), Device::Cpu) && matches!(p.device(), Device::Cpu);
+    if !on_cpu || z.dtype() != DType::F32 || p.dtype() != DType::F32 {
+        let log_q = candle_nn::ops::log_softmax(z, D::Minus1)?;
+        let cross = (p * &log_q)?
+            .sum_all()?
+            .to_dtype(DType::F64)?
+            .to_scalar::<f64>()?;
+        let dz = match total {
+            Some(t) => Some(((log_q.exp()? - p)? / t)?),
+            None => None,
+        };
+        return Ok((cross, dz));
+    }
+    let (rows, vocab) = z.dims2()?;
+    if p.dims2()? != (rows, vocab) {
+        return Err(Error::Data(format!(
+            "final distributions {:?} for lens logits [{rows}, {vocab}]",
+            p.dims()
+        )));
+    }
+    let (z, p) = (z.contiguous()?, p.contiguous()?);
+    let (z_storage, z_layout) = z.storage_and_layout();
+    let (p_storage, p_layout) = p.storage_and_layout();
+    let (Storage::Cpu(z_cpu), Storage::Cpu(p_cpu)) = (&*z_storage, &*p_storage) else {
+        return Err(Error::Device("expected CPU tensors".into()));
+    };
+    let n = rows * vocab;
+    let zs = &z_cpu.as_slice::<f32>()?[z_layout.start_offset()..][..n];
+    let ps = &p_cpu.as_slice::<f32>()?[p_layout.start_offset()..][..n];
+    // Per row: Σ p log q = Σ p (z − m) − (lse − m) Σ p; with a buffer, also (q − p) / total.
+    let row = |zr: &[f32], pr: &[f32], buf: Option<&mut [f32]>| -> f64 {
+        let m = zr.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let mut buf = buf;
+        let (s, _) = crate::lens::stats::exp_pass(zr, m, 1.0, buf.as_deref_mut());
+        let (mut pz, mut mass) = (0f64, 0f64);
+        for (zb, pb) in zr.chunks(64).zip(pr.chunks(64)) {
+            let (mut a, mut b) = (0f32, 0f32);
+            for (&zi, &pi) in zb.iter().zip(pb) {
+                a += pi * (zi - m);
+                b += pi;
+            }
+            pz += a as f64;
+            mass += b as f64;
+        }
+        if let (Some(e), Some(t)) = (buf, total) {
+            let (inv_s, inv_t) = ((1.0 / s) as f32, (1.0 / t) as f32);
+            for (ei, &pi) in e.iter_mut().zip(pr) {
+                *ei = (*ei * inv_s - pi) * inv_t;
+            }
+        }
+        pz - s.ln() * mass
+    };
+    if total.is_none() {
+        let cross = zs
+            .par_chunks(vocab)
+            .zip(ps.par_chunks(vocab))
+            .map(|(zr, pr)| row(zr, pr, None))
+            .sum();
+        return Ok((cross, None));
+    }
+    let mut out = vec![0f32; n];
+    let cross = out
+        .par_chunks_mut(vocab)
+        .zip(zs.par_chunks(vocab).zip(ps.par_chunks(vocab)))
+        .map(|(o, (zr, pr))| row(zr, pr, Some(o)))
+        .sum();
+    Ok((
+        cross,
+        Some(Tensor::from_vec(out, (rows, vocab), &Device::Cpu)?),
+    ))
 }
 
 /// `h + h Wᵀ + b`.
@@ -250,6 +360,7 @@ mod tests {
             1,
         )
         .unwrap();
+        let target = FinalDist::new(p.clone()).unwrap();
         let w0: Vec<f32> = vec![0.1, -0.2, 0.05, 0.3, 0.0, -0.1, 0.2, 0.15, -0.05];
         let b0 = vec![0.05f32, -0.1, 0.2];
         for (ln, cap) in [(false, None), (true, None), (false, Some(1.5))] {
@@ -257,12 +368,12 @@ mod tests {
             let loss = |w: &[f32], b: &[f32]| -> f64 {
                 let w = Tensor::from_slice(w, (3, 3), &dev).unwrap();
                 let b = Tensor::from_slice(b, 3, &dev).unwrap();
-                r.kl_grad(&h, &p, &w, &b, 2).unwrap().kl_sum / 2.0
+                r.kl_grad(&h, &target, &w, &b, 2).unwrap().kl_sum / 2.0
             };
             let g = r
                 .kl_grad(
                     &h,
-                    &p,
+                    &target,
                     &Tensor::from_slice(&w0, (3, 3), &dev).unwrap(),
                     &Tensor::from_slice(&b0, 3, &dev).unwrap(),
                     2,

@@ -18,7 +18,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use super::train::{sgd_nesterov, zeros_like, Readout};
+use super::train::{sgd_nesterov, zeros_like, FinalDist, Readout};
 use super::tuned::{Translator, TunedLens};
 use crate::error::{Error, Result};
 use crate::model::{Model, Positions, TextTokenizer};
@@ -479,14 +479,14 @@ fn step_grads(
     let mut start = 0;
     while start < total {
         let n = chunk.min(total - start);
-        let p = final_probs(model, &rows[l].narrow(0, start, n)?)?;
+        let target = FinalDist::new(final_probs(model, &rows[l].narrow(0, start, n)?)?)?;
         for (i, t) in lens.translators.iter().enumerate() {
             let h = rows[i].narrow(0, start, n)?;
             let bias = t
                 .bias
                 .clone()
                 .map_or_else(|| zeros_like(&t.weight.get(0)?), Ok)?;
-            let g = readout.kl_grad(&h, &p, &t.weight, &bias, total)?;
+            let g = readout.kl_grad(&h, &target, &t.weight, &bias, total)?;
             kl[i] += g.kl_sum;
             grads[i] = Some(match grads[i].take() {
                 None => (g.weight, g.bias),
@@ -519,19 +519,14 @@ fn evaluate(
         let mut start = 0;
         while start < total {
             let n = chunk.min(total - start);
-            let p = final_probs(model, &rows[l].narrow(0, start, n)?)?;
-            let log_p = p.clamp(1e-30f32, 1f32)?.log()?;
+            let target = FinalDist::new(final_probs(model, &rows[l].narrow(0, start, n)?)?)?;
             for (i, t) in lens.translators.iter().enumerate() {
                 let h = rows[i].narrow(0, start, n)?;
                 let bias = t
                     .bias
                     .clone()
                     .map_or_else(|| zeros_like(&t.weight.get(0)?), Ok)?;
-                let log_q = readout.log_probs(&h, &t.weight, &bias)?;
-                sums[i] += (&p * (&log_p - log_q)?)?
-                    .sum_all()?
-                    .to_dtype(DType::F64)?
-                    .to_scalar::<f64>()?;
+                sums[i] += readout.kl_sum(&h, &target, &t.weight, &bias)?;
             }
             start += n;
         }
