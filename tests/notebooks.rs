@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-const NOTEBOOKS: [&str; 8] = [
+const NOTEBOOKS: [&str; 9] = [
     "01_quickstart",
     "02_validation_c1_c2",
     "03_model_families",
@@ -20,6 +20,7 @@ const NOTEBOOKS: [&str; 8] = [
     "06_mmlu_correctness",
     "07_layer_skipping",
     "08_vision_transformers",
+    "09_tuned_lens",
 ];
 
 fn dir(var: &str, default: &str) -> PathBuf {
