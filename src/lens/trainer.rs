@@ -131,6 +131,25 @@ impl TrainReport {
         }
         t
     }
+
+    /// Mean KL(final ‖ lens) by layer, logit lens beside tuned lens (the tuned-lens paper's
+    /// per-layer comparison). Layer 0 is the embedding output; the last block is exact for both
+    /// lenses and has no translator.
+    pub fn chart(&self) -> Result<crate::plots::Chart> {
+        let xs: Vec<f64> = (0..self.kl_logit.len()).map(|l| l as f64).collect();
+        crate::plots::xy_lines(
+            &format!(
+                "KL(final ‖ lens) on {} held-out tokens, {} ({} training tokens)",
+                self.holdout_tokens, self.model, self.tokens_trained
+            ),
+            "layer (0 = embeddings)",
+            "mean KL (nats)",
+            vec![
+                ("logit lens".into(), xs.clone(), self.kl_logit.clone()),
+                ("tuned lens".into(), xs, self.kl_tuned.clone()),
+            ],
+        )
+    }
 }
 
 /// Progress of a training run, reported after each step.
