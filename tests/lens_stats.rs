@@ -100,7 +100,7 @@ fn check_model(path: &Path, refs: &Value) -> Worst {
             let got = &p.positions[pos];
             assert_eq!(got.position, pos);
             // Layer 0 (the embedding output) and every block.
-            let mut kl = vec![got.embed.as_ref().unwrap().kl_to_final.unwrap()];
+            let mut kl = vec![got.embed.as_ref().unwrap().extras.kl_to_final.unwrap()];
             kl.extend(got.kl_to_final.as_ref().unwrap());
             let d = max_rel_diff(&kl, &f64s(&want["kl"]));
             w.kl = w.kl.max(d);
@@ -109,11 +109,11 @@ fn check_model(path: &Path, refs: &Value) -> Worst {
                 (Some(t), Some(wt)) => {
                     assert_eq!(t.id as u64, wt["id"].as_u64().unwrap());
                     let e = got.embed.as_ref().unwrap();
-                    let mut lp = vec![e.target_logprob.unwrap()];
+                    let mut lp = vec![e.extras.target_logprob.unwrap()];
                     lp.extend(&t.logprob);
                     let tl = f64s(&wt["logprob"]);
                     w.logprob = w.logprob.max(max_rel_diff(&lp, &tl));
-                    let mut rank = vec![e.target_rank.unwrap()];
+                    let mut rank = vec![e.extras.target_rank.unwrap()];
                     rank.extend(&t.rank);
                     for ((ours, theirs), ties) in rank
                         .iter()
@@ -254,12 +254,12 @@ fn device_extras_match_cpu_extras() {
         assert!((x - y).abs() <= 1e-5 * x.abs().max(1.0), "{x} vs {y}");
     };
     for ((a, b), c) in cpu.stats.iter().zip(&dev.stats).zip(&small.stats) {
-        close(a.kl_to_final, b.kl_to_final);
-        close(a.target_logprob, b.target_logprob);
-        assert_eq!(a.target_rank, b.target_rank);
+        close(a.extras.kl_to_final, b.extras.kl_to_final);
+        close(a.extras.target_logprob, b.extras.target_logprob);
+        assert_eq!(a.extras.target_rank, b.extras.target_rank);
         // Other chunk shapes sum the unembedding in another order.
-        close(a.kl_to_final, c.kl_to_final);
-        close(a.target_logprob, c.target_logprob);
+        close(a.extras.kl_to_final, c.extras.kl_to_final);
+        close(a.extras.target_logprob, c.extras.target_logprob);
         close(Some(a.shannon), Some(c.shannon));
     }
 }

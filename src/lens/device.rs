@@ -185,9 +185,7 @@ pub(super) fn chunk_stats(logits: &Tensor, spec: &StatSpec) -> Result<Vec<DistSt
             top_p_count: top_p_count[r],
             top_p_ids: top_p_ids[r].clone(),
             top_k: top_k[r].clone(),
-            kl_to_final: None,
-            target_logprob: None,
-            target_rank: None,
+            extras: Default::default(),
         })
         .collect())
 }

@@ -10,6 +10,7 @@
 
 use candle_core::{DType, Storage, Tensor, D};
 use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
@@ -22,11 +23,18 @@ pub struct RowPlan {
     pub target: Option<u32>,
 }
 
-/// The results for one row.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+/// The statistics that relate a row to its position's final distribution and target token; each
+/// is `None` when not asked for (and then absent from JSON).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Extras {
+    /// KL(final distribution of the position ‖ this one), nats.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kl_to_final: Option<f64>,
+    /// Log-probability of the target token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_logprob: Option<f64>,
+    /// 1 + the number of tokens more likely than the target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_rank: Option<u32>,
 }
 

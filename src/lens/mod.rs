@@ -16,6 +16,7 @@ pub mod train;
 pub mod trainer;
 pub mod tuned;
 
+pub use extras::Extras;
 pub use stats::{alpha_key, parse_alpha, row_stats, DistStats, Scratch, StatSpec, TargetToken};
 pub use tuned::{LensKind, LensRecord, TunedLens, TunedLensConfig};
 
@@ -241,9 +242,7 @@ impl Lens {
                     extras::cpu_extras(&logits, &plan)?
                 };
                 for (s, e) in chunk_stats.iter_mut().zip(more) {
-                    s.kl_to_final = e.kl_to_final;
-                    s.target_logprob = e.target_logprob;
-                    s.target_rank = e.target_rank;
+                    s.extras = e;
                 }
             }
             stats.extend(chunk_stats);

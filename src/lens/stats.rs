@@ -9,6 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::extras::Extras;
 use crate::error::{Error, Result};
 
 /// Which statistics to compute for each distribution.
@@ -165,15 +166,9 @@ pub struct DistStats {
     pub top_p_ids: Option<Vec<u32>>,
     /// The k most likely tokens with their probabilities (ties: smaller id first).
     pub top_k: Vec<(u32, f64)>,
-    /// KL(final distribution of the position ‖ this one), nats, when asked.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kl_to_final: Option<f64>,
-    /// Log-probability of the target token, when asked.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub target_logprob: Option<f64>,
-    /// 1 + the number of tokens more likely than the target.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub target_rank: Option<u32>,
+    /// KL to the final distribution and the target's log-probability and rank, when asked.
+    #[serde(flatten)]
+    pub extras: Extras,
 }
 
 /// Reusable buffers for [`row_stats`].
@@ -463,9 +458,7 @@ pub fn row_stats(z: &[f32], spec: &StatSpec, scratch: &mut Scratch) -> Result<Di
         top_p_count,
         top_p_ids,
         top_k,
-        kl_to_final: None,
-        target_logprob: None,
-        target_rank: None,
+        extras: Extras::default(),
     })
 }
 

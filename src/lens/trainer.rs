@@ -480,6 +480,39 @@ fn final_probs(model: &Model, last: &Tensor) -> Result<Tensor> {
     Ok(candle_nn::ops::softmax_last_dim(&z)?)
 }
 
+/// Calls `visit(layer, rows, final, weight, bias)` for every chunk of at most `chunk` positions
+/// and every translator, and returns the number of positions. The final distribution of a chunk is
+/// computed once for all translators; the zero bias of a bias-free translator once for all chunks.
+fn for_each_chunk(
+    model: &Model,
+    lens: &TunedLens,
+    rows: &[Tensor],
+    chunk: usize,
+    mut visit: impl FnMut(usize, &Tensor, &FinalDist, &Tensor, &Tensor) -> Result<()>,
+) -> Result<usize> {
+    let l = lens.translators.len();
+    let biases = lens
+        .translators
+        .iter()
+        .map(|t| {
+            t.bias
+                .clone()
+                .map_or_else(|| zeros_like(&t.weight.get(0)?), Ok)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let total = rows[0].dim(0)?;
+    let mut start = 0;
+    while start < total {
+        let n = chunk.min(total - start);
+        let target = FinalDist::new(final_probs(model, &rows[l].narrow(0, start, n)?)?)?;
+        for (i, (t, bias)) in lens.translators.iter().zip(&biases).enumerate() {
+            visit(i, &rows[i].narrow(0, start, n)?, &target, &t.weight, bias)?;
+        }
+        start += n;
+    }
+    Ok(total)
+}
+
 /// Gradients (per translator: weight, bias) of the mean KL over the batch's positions, and the
 /// mean KL per translator.
 #[allow(clippy::type_complexity)]
@@ -495,25 +528,15 @@ fn step_grads(
     let total = rows[0].dim(0)?;
     let mut grads: Vec<Option<(Tensor, Tensor)>> = vec![None; l];
     let mut kl = vec![0f64; l];
-    let mut start = 0;
-    while start < total {
-        let n = chunk.min(total - start);
-        let target = FinalDist::new(final_probs(model, &rows[l].narrow(0, start, n)?)?)?;
-        for (i, t) in lens.translators.iter().enumerate() {
-            let h = rows[i].narrow(0, start, n)?;
-            let bias = t
-                .bias
-                .clone()
-                .map_or_else(|| zeros_like(&t.weight.get(0)?), Ok)?;
-            let g = readout.kl_grad(&h, &target, &t.weight, &bias, total)?;
-            kl[i] += g.kl_sum;
-            grads[i] = Some(match grads[i].take() {
-                None => (g.weight, g.bias),
-                Some((w, b)) => ((w + g.weight)?, (b + g.bias)?),
-            });
-        }
-        start += n;
-    }
+    for_each_chunk(model, lens, &rows, chunk, |i, h, target, weight, bias| {
+        let g = readout.kl_grad(h, target, weight, bias, total)?;
+        kl[i] += g.kl_sum;
+        grads[i] = Some(match grads[i].take() {
+            None => (g.weight, g.bias),
+            Some((w, b)) => ((w + g.weight)?, (b + g.bias)?),
+        });
+        Ok(())
+    })?;
     let grads = grads
         .into_iter()
         .map(|g| g.ok_or_else(|| Error::Data("no positions in the batch".into())))
@@ -529,27 +552,14 @@ fn evaluate(
     windows: &[&Vec<u32>],
     chunk: usize,
 ) -> Result<Vec<f64>> {
-    let l = lens.translators.len();
-    let mut sums = vec![0f64; l];
+    let mut sums = vec![0f64; lens.translators.len()];
     let mut count = 0usize;
     for w in windows.chunks(8) {
         let rows = residual_rows(model, w)?;
-        let total = rows[0].dim(0)?;
-        let mut start = 0;
-        while start < total {
-            let n = chunk.min(total - start);
-            let target = FinalDist::new(final_probs(model, &rows[l].narrow(0, start, n)?)?)?;
-            for (i, t) in lens.translators.iter().enumerate() {
-                let h = rows[i].narrow(0, start, n)?;
-                let bias = t
-                    .bias
-                    .clone()
-                    .map_or_else(|| zeros_like(&t.weight.get(0)?), Ok)?;
-                sums[i] += readout.kl_sum(&h, &target, &t.weight, &bias)?;
-            }
-            start += n;
-        }
-        count += total;
+        count += for_each_chunk(model, lens, &rows, chunk, |i, h, target, weight, bias| {
+            sums[i] += readout.kl_sum(h, target, weight, bias)?;
+            Ok(())
+        })?;
     }
     Ok(sums.iter().map(|s| s / count.max(1) as f64).collect())
 }

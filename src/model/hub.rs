@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use hf_hub::api::sync::ApiBuilder;
+use hf_hub::api::sync::{Api, ApiBuilder};
 use hf_hub::{Cache, Repo, RepoType};
 
 use crate::error::{Error, Result};
@@ -16,6 +16,18 @@ fn offline() -> bool {
     std::env::var("HF_HUB_OFFLINE")
         .map(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"))
         .unwrap_or(false)
+}
+
+/// The Hub client, or `None` when `HF_HUB_OFFLINE` says to read the cache only.
+fn online_api() -> Result<Option<Api>> {
+    if offline() {
+        return Ok(None);
+    }
+    ApiBuilder::from_env()
+        .with_progress(true)
+        .build()
+        .map(Some)
+        .map_err(|e| Error::Hub(format!("cannot set up the Hub client: {e}")))
 }
 
 /// Fetches (or finds in the cache) what the runtime needs from a model repository and returns the
@@ -57,17 +69,7 @@ pub fn snapshot_files(
         revision.unwrap_or("main").to_string(),
     );
     let cache = Cache::from_env();
-    let offline = offline();
-    let api = if offline {
-        None
-    } else {
-        Some(
-            ApiBuilder::from_env()
-                .with_progress(true)
-                .build()
-                .map_err(|e| Error::Hub(format!("cannot set up the Hub client: {e}")))?,
-        )
-    };
+    let api = online_api()?;
     let cached = cache.repo(repo.clone());
     let get = |file: &str, required: bool| -> Result<Option<PathBuf>> {
         if let Some(p) = cached.get(file) {
@@ -146,16 +148,7 @@ pub fn snapshot_files(
 pub fn space_folder(repo_id: &str, subfolder: &str, files: &[&str]) -> Result<PathBuf> {
     let repo = Repo::with_revision(repo_id.to_string(), RepoType::Space, "main".to_string());
     let cached = Cache::from_env().repo(repo.clone());
-    let api = if offline() {
-        None
-    } else {
-        Some(
-            ApiBuilder::from_env()
-                .with_progress(true)
-                .build()
-                .map_err(|e| Error::Hub(format!("cannot set up the Hub client: {e}")))?,
-        )
-    };
+    let api = online_api()?;
     let mut folder = None;
     for file in files {
         let name = format!("{subfolder}/{file}");

@@ -13,7 +13,7 @@ use ndarray::Array2;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::lens::{alpha_key, DistStats, StatSpec};
+use crate::lens::{alpha_key, DistStats, Extras, StatSpec};
 
 pub mod aggregate;
 pub mod provenance;
@@ -35,15 +35,9 @@ pub struct LayerStats {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub top_p_ids: Option<Vec<u32>>,
     pub top_k: Vec<(u32, f64)>,
-    /// KL(final ‖ layer 0), when measured.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kl_to_final: Option<f64>,
-    /// Log-probability of the position's target token, when measured.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub target_logprob: Option<f64>,
-    /// Rank of the target token (1: the most likely), when measured.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub target_rank: Option<u32>,
+    /// KL(final ‖ layer 0) and the target's log-probability and rank, when measured.
+    #[serde(flatten)]
+    pub extras: Extras,
 }
 
 /// Where a profile reads the residual stream: after every block (the paper's logit lens), inside
@@ -190,14 +184,13 @@ impl PositionProfile {
                 top_p_count: s.top_p_count,
                 top_p_ids: s.top_p_ids.clone().filter(|_| keep_ids),
                 top_k: s.top_k.clone(),
-                kl_to_final: s.kl_to_final,
-                target_logprob: s.target_logprob,
-                target_rank: s.target_rank,
+                extras: s.extras,
             }),
-            kl_to_final: layers.iter().map(|s| s.kl_to_final).collect(),
+            kl_to_final: layers.iter().map(|s| s.extras.kl_to_final).collect(),
             target: target.and_then(|id| {
-                let logprob: Option<Vec<f64>> = layers.iter().map(|s| s.target_logprob).collect();
-                let rank: Option<Vec<u32>> = layers.iter().map(|s| s.target_rank).collect();
+                let logprob: Option<Vec<f64>> =
+                    layers.iter().map(|s| s.extras.target_logprob).collect();
+                let rank: Option<Vec<u32>> = layers.iter().map(|s| s.extras.target_rank).collect();
                 Some(TargetTrace {
                     id,
                     logprob: logprob?,
@@ -520,9 +513,11 @@ mod tests {
                 top_p_count: 30,
                 top_p_ids: None,
                 top_k: vec![(4, 0.1)],
-                kl_to_final: Some(4.0),
-                target_logprob: Some(-9.0),
-                target_rank: Some(7),
+                extras: Extras {
+                    kl_to_final: Some(4.0),
+                    target_logprob: Some(-9.0),
+                    target_rank: Some(7),
+                },
             }),
             kl_to_final: Some(vec![2.0, 1.0, 0.0]),
             target: Some(TargetTrace {
