@@ -2,7 +2,7 @@
 # The runs behind docs/results.md, on the two offline models, CPU. Resumable: rerun after a kill and
 # it continues where it stopped. Usage: scripts/results.sh [RUNS_DIR] (default runs/results).
 # Needs data/tinystories/valid.jsonl (or TINYSTORIES=path) and data/mmlu/test.jsonl
-# (or MMLU=path). About 5.5 h on a 2-core CPU, plus about 3.5 h for the tuned-lens runs at the end (see docs/results.md).
+# (or MMLU=path). About 5.5 h on a 2-core CPU, plus about 3.7 h for the tuned-lens runs at the end (see docs/results.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-runs/results}"
