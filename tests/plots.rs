@@ -315,3 +315,40 @@ fn kl_lines_rank_heatmap_and_the_mid_block_axis() {
         .to_string()
         .contains("--target next"));
 }
+
+/// A log y axis: plotly's layout says so, the sketch places 10 halfway between 1 and 100 and
+/// labels the axis ends with the values themselves; a value a log axis cannot show is an error.
+#[test]
+fn log_y_lines_place_decades_evenly() {
+    use entropy_lens::plots::{xy_lines, xy_lines_log_y};
+    let series = vec![(
+        "kl".to_string(),
+        vec![0.0, 1.0, 2.0],
+        vec![100.0, 10.0, 1.0],
+    )];
+    let chart = xy_lines_log_y("t", "layer", "KL", series.clone()).unwrap();
+    let layout: Value = serde_json::from_str(&chart.to_json()).unwrap();
+    assert_eq!(layout["layout"]["yaxis"]["type"], "log", "{layout}");
+    let ys = |svg: &str| -> Vec<f64> {
+        let pts = svg.split("<polyline points=\"").nth(1).unwrap();
+        let pts = &pts[..pts.find('"').unwrap()];
+        pts.split(' ')
+            .map(|p| p.split(',').nth(1).unwrap().parse().unwrap())
+            .collect()
+    };
+    let log = ys(&chart.to_svg());
+    assert!(
+        (log[1] - (log[0] + log[2]) / 2.0).abs() < 0.2,
+        "10 sits halfway: {log:?}"
+    );
+    assert!(chart.to_svg().contains(">100.000<") && chart.to_svg().contains(">1.000<"));
+    // On a linear axis 10 sits near 1.
+    let lin = ys(&xy_lines("t", "layer", "KL", series).unwrap().to_svg());
+    assert!(
+        (lin[1] - lin[2]).abs() < (lin[1] - lin[0]).abs() / 5.0,
+        "{lin:?}"
+    );
+    let bad = vec![("kl".to_string(), vec![0.0, 1.0], vec![1.0, 0.0])];
+    let e = xy_lines_log_y("t", "x", "y", bad).unwrap_err().to_string();
+    assert!(e.contains("not positive"), "{e}");
+}

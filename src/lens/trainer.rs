@@ -133,22 +133,26 @@ impl TrainReport {
     }
 
     /// Mean KL(final ‖ lens) by layer, logit lens beside tuned lens (the tuned-lens paper's
-    /// per-layer comparison). Layer 0 is the embedding output; the last block is exact for both
+    /// per-layer comparison), on a log axis: the embedding layer's KL is often a hundred times the
+    /// last translator's. Layer 0 is the embedding output; the last block is exact for both
     /// lenses and has no translator.
     pub fn chart(&self) -> Result<crate::plots::Chart> {
         let xs: Vec<f64> = (0..self.kl_logit.len()).map(|l| l as f64).collect();
-        crate::plots::xy_lines(
-            &format!(
-                "KL(final ‖ lens) on {} held-out tokens, {} ({} training tokens)",
-                self.holdout_tokens, self.model, self.tokens_trained
-            ),
-            "layer (0 = embeddings)",
-            "mean KL (nats)",
-            vec![
-                ("logit lens".into(), xs.clone(), self.kl_logit.clone()),
-                ("tuned lens".into(), xs, self.kl_tuned.clone()),
-            ],
-        )
+        let title = format!(
+            "KL(final ‖ lens) on {} held-out tokens, {} ({} training tokens)",
+            self.holdout_tokens, self.model, self.tokens_trained
+        );
+        let series = vec![
+            ("logit lens".into(), xs.clone(), self.kl_logit.clone()),
+            ("tuned lens".into(), xs, self.kl_tuned.clone()),
+        ];
+        let x_label = "layer (0 = embeddings)";
+        // A KL of exactly 0 (a lens that is exact somewhere) has no place on a log axis.
+        if series.iter().all(|(_, _, ys)| ys.iter().all(|&y| y > 0.0)) {
+            crate::plots::xy_lines_log_y(&title, x_label, "mean KL (nats, log scale)", series)
+        } else {
+            crate::plots::xy_lines(&title, x_label, "mean KL (nats)", series)
+        }
     }
 }
 

@@ -2,7 +2,7 @@
 
 use ndarray::{Array2, ArrayView2, Axis as NdAxis};
 use plotly::common::{Marker, Mode, Title};
-use plotly::layout::{Axis, GridPattern, LayoutGrid};
+use plotly::layout::{Axis, AxisType, GridPattern, LayoutGrid};
 use plotly::{Bar, Layout, Plot, Scatter};
 
 use super::traces::CellHeatmap;
@@ -377,6 +377,7 @@ fn line_chart(
             y_label: y_label.into(),
             series,
             bands,
+            log_y: false,
         },
     )
 }
@@ -396,6 +397,40 @@ pub fn xy_lines(
         series,
         Mode::LinesMarkers,
     ))
+}
+
+/// As [`xy_lines`], on a logarithmic y axis: for series that span decades (a lens' KL by layer,
+/// where the embedding layer's can be a hundred times the last block's).
+///
+/// # Errors
+/// As [`xy_lines`], and when a y value is not positive and finite.
+pub fn xy_lines_log_y(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: Vec<(String, Vec<f64>, Vec<f64>)>,
+) -> Result<Chart> {
+    check_series(&series)?;
+    if let Some((name, _, _)) = series
+        .iter()
+        .find(|(_, _, ys)| ys.iter().any(|y| !(y.is_finite() && *y > 0.0)))
+    {
+        return Err(Error::Data(format!(
+            "series {name:?} has a y value that is not positive and finite, which a log axis cannot show; use xy_lines"
+        )));
+    }
+    let mut chart = line_chart(title, x_label, y_label, series, Mode::LinesMarkers);
+    chart.plot.set_layout(
+        layout(title, x_label, y_label, 420).y_axis(
+            Axis::new()
+                .title(Title::with_text(y_label))
+                .type_(AxisType::Log),
+        ),
+    );
+    if let Sketch::Lines { log_y, .. } = &mut chart.sketch {
+        *log_y = true;
+    }
+    Ok(chart)
 }
 
 fn check_series(series: &[(String, Vec<f64>, Vec<f64>)]) -> Result<()> {
@@ -593,6 +628,7 @@ fn bands_chart(
             y_label: y_label.into(),
             series,
             bands,
+            log_y: false,
         },
     ))
 }

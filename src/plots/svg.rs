@@ -14,12 +14,14 @@ pub(crate) enum Sketch {
         y: Vec<String>,
         z: Vec<Vec<f64>>,
     },
-    /// Named series of (x, y) points, optionally with a (low, high) band each.
+    /// Named series of (x, y) points, optionally with a (low, high) band each; `log_y` draws
+    /// log₁₀ y (every y positive).
     Lines {
         x_label: String,
         y_label: String,
         series: Vec<(String, Vec<f64>, Vec<f64>)>,
         bands: Vec<Option<(Vec<f64>, Vec<f64>)>>,
+        log_y: bool,
     },
     Bars {
         x: Vec<String>,
@@ -184,22 +186,34 @@ impl Sketch {
                 y_label,
                 series,
                 bands,
+                log_y,
             } => {
+                // On a log axis positions are log₁₀ y; the axis ends are labelled with y itself.
+                let ty = |v: f64| if *log_y { v.log10() } else { v };
                 let (xl, xh) = range(series.iter().flat_map(|(_, x, _)| x.iter().cloned()));
                 let (yl, yh) = range(
-                    series.iter().flat_map(|(_, _, y)| y.iter().cloned()).chain(
-                        bands
-                            .iter()
-                            .flatten()
-                            .flat_map(|(l, h)| l.iter().chain(h).cloned()),
-                    ),
+                    series
+                        .iter()
+                        .flat_map(|(_, _, y)| y.iter().cloned())
+                        .chain(
+                            bands
+                                .iter()
+                                .flatten()
+                                .flat_map(|(l, h)| l.iter().chain(h).cloned()),
+                        )
+                        .map(ty),
                 );
-                axes(s, f, (xl, xh), (yl, yh), x_label, y_label);
+                let ends = if *log_y {
+                    (10f64.powf(yl), 10f64.powf(yh))
+                } else {
+                    (yl, yh)
+                };
+                axes(s, f, (xl, xh), ends, x_label, y_label);
                 let pt = |a: &f64, b: &f64| {
                     format!(
                         "{:.1},{:.1}",
                         f.px((a - xl) / (xh - xl)),
-                        f.py((b - yl) / (yh - yl))
+                        f.py((ty(*b) - yl) / (yh - yl))
                     )
                 };
                 for (i, (name, x, y)) in series.iter().enumerate() {
@@ -335,6 +349,7 @@ fn cells(s: &mut String, f: &Frame, z: &[Vec<f64>]) -> (f64, f64, f64, f64) {
     (lo, hi, cw, ch)
 }
 
+/// The frame, the ends of both axes (labelled with `x` and `y`) and the axis titles.
 fn axes(s: &mut String, f: &Frame, x: (f64, f64), y: (f64, f64), x_label: &str, y_label: &str) {
     let _ = write!(
         s,
