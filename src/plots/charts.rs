@@ -410,7 +410,6 @@ pub fn xy_lines_log_y(
     y_label: &str,
     series: Vec<(String, Vec<f64>, Vec<f64>)>,
 ) -> Result<Chart> {
-    check_series(&series)?;
     if let Some((name, _, _)) = series
         .iter()
         .find(|(_, _, ys)| ys.iter().any(|y| !(y.is_finite() && *y > 0.0)))
@@ -419,7 +418,7 @@ pub fn xy_lines_log_y(
             "series {name:?} has a y value that is not positive and finite, which a log axis cannot show; use xy_lines"
         )));
     }
-    let mut chart = line_chart(title, x_label, y_label, series, Mode::LinesMarkers);
+    let mut chart = xy_lines(title, x_label, y_label, series)?;
     chart.plot.set_layout(
         layout(title, x_label, y_label, 420).y_axis(
             Axis::new()
