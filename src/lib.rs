@@ -40,6 +40,7 @@ pub mod data;
 pub mod display;
 pub mod error;
 pub mod experiments;
+pub mod explore;
 pub mod fetch;
 pub mod lens;
 pub mod model;

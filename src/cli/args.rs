@@ -70,6 +70,9 @@ pub enum Command {
     /// Train a tuned lens for a model on a text (the tuned-lens package's format; use it with
     /// --lens tuned:DIR).
     TrainLens(TrainLensArgs),
+    /// Serve the explorer in the browser: type prompts, see every token's entropy profile block by
+    /// block (offline; binds 127.0.0.1 unless --host says otherwise).
+    Explore(ExploreArgs),
     /// Write a GGUF model in Hugging Face layout (config.json, sharded safetensors, tokenizer.json), f32.
     ExportHf {
         #[arg(long)]
@@ -349,4 +352,43 @@ fn experiment_help() -> String {
         .map(|(kind, paper, _)| format!("{kind} ({paper})"))
         .collect();
     format!("The experiment: {}", list.join(", "))
+}
+
+#[derive(Args, Debug)]
+pub struct ExploreArgs {
+    /// GGUF file, Hugging Face folder or Hub id; repeat for several (default: the two offline
+    /// models, fetched like `demo`).
+    #[arg(long = "model", value_name = "MODEL")]
+    pub models: Vec<String>,
+    /// A tuned lens (folder or hub:<model id>) for the model it fits; repeat for several.
+    #[arg(long = "tuned-lens", value_name = "DIR")]
+    pub tuned_lenses: Vec<String>,
+    /// Address to listen on: 127.0.0.1 (this machine only) or 0.0.0.0 (the classroom network;
+    /// needs --token or prints a generated one).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port (0: any free port).
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// Access token required on every request (16+ letters, digits, '-' or '_').
+    #[arg(long)]
+    pub token: Option<String>,
+    /// cpu, cuda or cuda:N.
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// q (keep GGUF quantization; default for GGUF), f32, f16 or bf16.
+    #[arg(long)]
+    pub dtype: Option<String>,
+    /// Most prompt tokens per request.
+    #[arg(long, default_value_t = 256)]
+    pub max_prompt_tokens: usize,
+    /// Most generated tokens per request.
+    #[arg(long, default_value_t = 64)]
+    pub max_generate: usize,
+    /// Most requests waiting per model (more are answered 429).
+    #[arg(long, default_value_t = 64)]
+    pub max_queue: usize,
+    /// Most requests run together in one batch.
+    #[arg(long, default_value_t = 16)]
+    pub max_batch: usize,
 }

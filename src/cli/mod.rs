@@ -10,6 +10,7 @@ pub mod args;
 pub mod classify;
 pub mod demo;
 pub mod experiment;
+pub mod explore;
 pub mod profile;
 pub mod train_lens;
 
@@ -96,6 +97,7 @@ pub fn dispatch(cli: Cli, out: &mut impl Write) -> Result<()> {
         } => experiment::merge(&dirs, &dest, json, out),
         Command::Finish { dir, json } => experiment::finish(&dir, json, out),
         Command::TrainLens(args) => train_lens::train_lens(&args, out),
+        Command::Explore(args) => explore::explore(&args, out),
         Command::FetchModels => {
             for path in crate::fetch::fetch_all()? {
                 line(out, &path.display().to_string())?;

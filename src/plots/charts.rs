@@ -28,6 +28,20 @@ pub enum HeatMetric {
 }
 
 impl HeatMetric {
+    /// Parses `shannon`, `top_p` or `renyi:A` (A a Rényi order: `0.5`, `2`, `inf`).
+    pub fn parse(s: &str) -> Result<Self> {
+        match s.trim() {
+            "shannon" => Ok(HeatMetric::Shannon),
+            "top_p" => Ok(HeatMetric::TopPCount),
+            other => match other.strip_prefix("renyi:") {
+                Some(a) => Ok(HeatMetric::Renyi(crate::lens::parse_alpha(a)?)),
+                None => Err(Error::invalid(format!(
+                    "unknown statistic `{other}`: use shannon, top_p or renyi:A (e.g. renyi:0.5)"
+                ))),
+            },
+        }
+    }
+
     fn name(self) -> String {
         match self {
             HeatMetric::Shannon => "Shannon entropy (nats)".into(),
@@ -690,6 +704,40 @@ pub fn delta_bars(profile: &EntropyProfile, position_index: usize) -> Result<Cha
             labels,
         },
     ))
+}
+
+/// The token a position finally chose (its `target` trace, measured with
+/// [`crate::lens::TargetToken::Next`]), followed through the blocks: its rank (1 = the lens' most
+/// likely token) and its probability at every block, both on a log axis.
+///
+/// # Errors
+/// When the position index is out of range or the position carries no target trace.
+pub fn target_trace(profile: &EntropyProfile, position_index: usize) -> Result<Chart> {
+    let p = position_at(profile, position_index)?;
+    let t = p.target.as_ref().ok_or_else(|| {
+        Error::Data(format!(
+            "position {} has no target trace; profile with the target `next` (--target next)",
+            p.position
+        ))
+    })?;
+    let x = point_axis(profile.read_point, profile.n_blocks);
+    let rank: Vec<f64> = t.rank.iter().map(|&r| f64::from(r.max(1))).collect();
+    // A probability that underflowed to 0 still needs a place on the log axis.
+    let prob: Vec<f64> = t.logprob.iter().map(|&l| l.exp().max(1e-30)).collect();
+    let title = format!(
+        "position {} → {}: rank and probability of the chosen token by block",
+        p.position,
+        next_token_label(profile, p)
+    );
+    xy_lines_log_y(
+        &title,
+        "block",
+        "rank (1 = top) · probability",
+        vec![
+            ("rank".into(), x.clone(), rank),
+            ("probability".into(), x, prob),
+        ],
+    )
 }
 
 /// Several models' mean profiles on a relative-depth axis [0, 1] (the paper's Figure 4).

@@ -13,6 +13,7 @@ use plotly::Plot;
 use crate::error::{Error, Result};
 
 pub mod charts;
+mod report;
 mod svg;
 mod traces;
 
@@ -20,14 +21,15 @@ pub use charts::{
     cosine_similarity, delta_bars, delta_mean_bars, depth_normalized, depth_profile_bands,
     entropy_heatmap, kl_by_block, matrix_std, mean_profile_bands, point_axis, profile_bands,
     profile_lines, profile_table, projection_scatter, renyi_lines, renyi_similarity,
-    similarity_panels, skip_curves, target_rank_heatmap, xy_lines, xy_lines_log_y, xy_scatter,
-    Band, HeatMetric,
+    similarity_panels, skip_curves, target_rank_heatmap, target_trace, xy_lines, xy_lines_log_y,
+    xy_scatter, Band, HeatMetric,
 };
+pub use report::{profiles_report_html, ReportItem};
 pub(crate) use svg::Sketch;
 
 /// plotly.js from `plotly.js-dist-min`, the version plotly.rs 0.13.5 targets.
 pub const PLOTLY_JS_VERSION: &str = "3.0.1";
-const PLOTLY_JS: &str = include_str!("../../vendor/plotly.js-dist-min/plotly.min.js");
+pub(crate) const PLOTLY_JS: &str = include_str!("../../vendor/plotly.js-dist-min/plotly.min.js");
 
 /// Marks, for the whole process, that plotly.js went out with a notebook display. evcxr links this
 /// crate into every cell's library, so a `static` would reset at each cell; the environment is

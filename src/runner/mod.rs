@@ -17,6 +17,43 @@ use crate::model::{
 use crate::profile::provenance::CRATE_VERSION;
 use crate::profile::{EntropyProfile, PositionProfile, Provenance, ReadPoint};
 
+/// The token ids `tokenizer` makes of `req`'s prompt (in the chat template when asked). An empty
+/// prompt runs on BOS alone (an error when BOS is turned off). `req.token_ids` are not looked at:
+/// see [`Profiler::prompt_ids`].
+pub fn prompt_token_ids(tokenizer: &TextTokenizer, req: &ProfileRequest) -> Result<Vec<u32>> {
+    let ids = if req.chat {
+        // Templates write BOS themselves when the model wants it.
+        let text = tokenizer.apply_chat_template(&req.prompt)?;
+        tokenizer.encode(&text, false)?
+    } else {
+        tokenizer.encode(&req.prompt, req.add_bos)?
+    };
+    if !ids.is_empty() {
+        return Ok(ids);
+    }
+    if !req.add_bos && !req.chat {
+        // Running on BOS would contradict --no-bos; running on nothing is impossible.
+        return Err(Error::invalid(
+            "the prompt is empty and BOS is turned off (--no-bos), so there is no token to run on; give a non-empty prompt or keep BOS",
+        ));
+    }
+    match tokenizer.bos_token_id() {
+        Some(bos) => Ok(vec![bos]),
+        None => Err(Error::invalid(
+            "the prompt is empty and this model has no BOS token to run on; give a non-empty prompt",
+        )),
+    }
+}
+
+/// The observer of a run nobody watches.
+struct Unobserved;
+
+impl TokenObserver for Unobserved {
+    fn token(&self, _request: usize) -> bool {
+        true
+    }
+}
+
 /// How the next token is chosen.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Sampling {
@@ -114,6 +151,33 @@ impl ProfileRequest {
     pub fn sampling(mut self, sampling: Sampling) -> Self {
         self.sampling = sampling;
         self
+    }
+}
+
+/// Told of every token a batch generates: progress for a bar or a web page, and a way to stop one
+/// sequence early (a request whose page was closed).
+pub trait TokenObserver {
+    /// Request `request` (an index into the requests given) chose another token. `false` stops
+    /// that sequence there, as an end-of-sequence token would; the others go on.
+    fn token(&self, request: usize) -> bool;
+}
+
+impl TokenObserver for ProgressBar {
+    fn token(&self, _request: usize) -> bool {
+        self.inc(1);
+        true
+    }
+}
+
+/// An observer seeing the requests of one group as `offset + i`.
+struct Shifted<'a> {
+    inner: &'a dyn TokenObserver,
+    offset: usize,
+}
+
+impl TokenObserver for Shifted<'_> {
+    fn token(&self, request: usize) -> bool {
+        self.inner.token(self.offset + request)
     }
 }
 
@@ -284,28 +348,7 @@ impl Profiler {
             }
             return Ok(ids.clone());
         }
-        let ids = if req.chat {
-            // Templates write BOS themselves when the model wants it.
-            let text = self.tokenizer.apply_chat_template(&req.prompt)?;
-            self.tokenizer.encode(&text, false)?
-        } else {
-            self.tokenizer.encode(&req.prompt, req.add_bos)?
-        };
-        if !ids.is_empty() {
-            return Ok(ids);
-        }
-        if !req.add_bos && !req.chat {
-            // Running on BOS would contradict --no-bos; running on nothing is impossible.
-            return Err(Error::invalid(
-                "the prompt is empty and BOS is turned off (--no-bos), so there is no token to run on; give a non-empty prompt or keep BOS",
-            ));
-        }
-        match self.tokenizer.bos_token_id() {
-            Some(bos) => Ok(vec![bos]),
-            None => Err(Error::invalid(
-                "the prompt is empty and this model has no BOS token to run on; give a non-empty prompt",
-            )),
-        }
+        prompt_token_ids(&self.tokenizer, req)
     }
 
     /// The prompt's token ids, after checking that the prompt and the requested generation fit in
@@ -355,12 +398,30 @@ impl Profiler {
         reqs: &[ProfileRequest],
         progress: Option<&ProgressBar>,
     ) -> Result<Vec<EntropyProfile>> {
+        match progress {
+            Some(bar) => self.run_batch_observed(reqs, bar),
+            None => self.run_batch_observed(reqs, &Unobserved),
+        }
+    }
+
+    /// As [`Profiler::run_batch`], telling `observer` of every generated token (with the index of
+    /// its request in `reqs`); a sequence the observer stops ends there.
+    pub fn run_batch_observed(
+        &mut self,
+        reqs: &[ProfileRequest],
+        observer: &dyn TokenObserver,
+    ) -> Result<Vec<EntropyProfile>> {
         let mut out = Vec::with_capacity(reqs.len());
-        for group in reqs.chunks(self.batch_size.max(1)) {
+        let size = self.batch_size.max(1);
+        for (g, group) in reqs.chunks(size).enumerate() {
+            let shifted = Shifted {
+                inner: observer,
+                offset: g * size,
+            };
             if let [req] = group {
-                out.push(self.run_with_progress(req, progress)?);
+                out.push(self.run_scored(req, Some(&shifted))?.0);
             } else {
-                out.extend(self.run_padded(group, progress)?);
+                out.extend(self.run_padded(group, &shifted)?);
             }
         }
         Ok(out)
@@ -372,7 +433,9 @@ impl Profiler {
         req: &ProfileRequest,
         progress: Option<&ProgressBar>,
     ) -> Result<EntropyProfile> {
-        Ok(self.run_scored(req, progress)?.0)
+        Ok(self
+            .run_scored(req, progress.map(|b| b as &dyn TokenObserver))?
+            .0)
     }
 
     /// The text the model is given for `req`: the prompt, or the prompt inside the chat template.
@@ -386,10 +449,11 @@ impl Profiler {
 
     /// Runs `req` and also returns the model's own next-token logits after the prompt (the
     /// distribution the first generated token is chosen from), e.g. to score answer options.
+    /// `progress` hears of each generated token (as request 0) and may stop the generation.
     pub fn run_scored(
         &mut self,
         req: &ProfileRequest,
-        progress: Option<&ProgressBar>,
+        progress: Option<&dyn TokenObserver>,
     ) -> Result<(EntropyProfile, Vec<f32>)> {
         check_sampling(&req.sampling)?;
         let prompt_ids = self.checked_prompt_ids(req)?;
@@ -450,10 +514,8 @@ impl Profiler {
                 None => choose_next(&mut sampler, &logits)?,
             };
             generated.push(next);
-            if let Some(bar) = progress {
-                bar.inc(1);
-            }
-            let stop = !req.ignore_eos && eos.contains(&next);
+            let stopped = progress.is_some_and(|p| !p.token(0));
+            let stop = stopped || (!req.ignore_eos && eos.contains(&next));
             if stop || step + 1 == req.generate {
                 break;
             }
@@ -526,7 +588,7 @@ impl Profiler {
     fn run_padded(
         &mut self,
         reqs: &[ProfileRequest],
-        progress: Option<&ProgressBar>,
+        observer: &dyn TokenObserver,
     ) -> Result<Vec<EntropyProfile>> {
         for req in reqs {
             check_sampling(&req.sampling)?;
@@ -632,10 +694,8 @@ impl Profiler {
                     None => choose_next(&mut samplers[r], &logits[r])?,
                 };
                 generated[r].push(next);
-                if let Some(bar) = progress {
-                    bar.inc(1);
-                }
-                let stop = !reqs[r].ignore_eos && eos.contains(&next);
+                let stopped = !observer.token(r);
+                let stop = stopped || (!reqs[r].ignore_eos && eos.contains(&next));
                 if !stop && generated[r].len() < reqs[r].generate {
                     still.push(slot);
                     next_ids.push(next);
