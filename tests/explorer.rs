@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::http::http;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -23,64 +25,6 @@ fn start(limits: Limits, token: Option<&str>) -> Explorer {
         ..Default::default()
     })
     .expect("starting the explorer")
-}
-
-/// One HTTP/1.1 exchange: status and body.
-fn http(
-    addr: SocketAddr,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &[u8],
-) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(300))).unwrap();
-    let mut req = format!(
-        "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
-        req.push_str(&format!("Host: 127.0.0.1:{}\r\n", addr.port()));
-    }
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    s.write_all(req.as_bytes()).unwrap();
-    // A server refusing a huge body may close before reading it all.
-    let _ = s.write_all(body);
-    let mut raw = Vec::new();
-    let _ = s.read_to_end(&mut raw);
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let status: u16 = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("no HTTP status in {text:?}"));
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    // Chunked bodies (the event stream): drop the chunk-size lines.
-    let body = if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        dechunk(body)
-    } else {
-        body.to_string()
-    };
-    (status, body)
-}
-
-fn dechunk(mut s: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = s.split_once("\r\n") {
-        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-        if n == 0 || rest.len() < n {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        s = rest[n..].trim_start_matches("\r\n");
-    }
-    out
 }
 
 fn get(addr: SocketAddr, path: &str) -> (u16, String) {
@@ -628,6 +572,66 @@ fn the_cli_prints_its_url_and_serves_until_stopped() {
         &["explore", "--model", &model, "--host", "example.org"],
         "not an IP address",
     );
+}
+
+/// `entropy-lens explore` with no arguments serves both offline models on 127.0.0.1:8080 (port 0
+/// stands in when something else holds 8080 on this machine), and each answers.
+#[test]
+fn with_no_arguments_it_serves_both_offline_models() {
+    use std::io::BufRead;
+    common::smollm2();
+    common::gemma3();
+    let free = std::net::TcpListener::bind("127.0.0.1:8080").is_ok();
+    let args: &[&str] = if free { &[] } else { &["--port", "0"] };
+    let mut child = std::process::Command::new(common::cli())
+        .arg("explore")
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut url = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut url)
+        .unwrap();
+    let url = url.trim().to_string();
+    if free {
+        assert_eq!(url, "http://127.0.0.1:8080/");
+    }
+    let port: u16 = url
+        .split(':')
+        .nth(2)
+        .unwrap()
+        .trim_end_matches('/')
+        .parse()
+        .unwrap();
+    let a = SocketAddr::from(([127, 0, 0, 1], port));
+    let (status, models) = get(a, "/api/models");
+    let models: Value = serde_json::from_str(&models).unwrap();
+    let names: Vec<String> = models["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap().to_string())
+        .collect();
+    let answers: Vec<(String, Value)> = names
+        .iter()
+        .map(|n| {
+            let (_, p, _) = run(
+                a,
+                &serde_json::json!({"model": n, "prompt": "Hello", "generate": 2}).to_string(),
+            );
+            (n.clone(), p)
+        })
+        .collect();
+    child.kill().unwrap();
+    let _ = child.wait();
+    assert_eq!(status, 200);
+    assert_eq!(names.len(), 2, "{names:?}");
+    for (n, p) in answers {
+        assert_eq!(p["model"], n.as_str());
+        assert_eq!(p["generated_ids"].as_array().unwrap().len(), 2, "{n}");
+    }
 }
 
 /// The runner's observer hook, which the explorer's cancellation rests on: stopping one sequence

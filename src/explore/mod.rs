@@ -64,7 +64,7 @@ impl Default for Limits {
             max_queue: 64,
             max_batch: 16,
             max_body_bytes: 64 * 1024,
-            max_results: 256,
+            max_results: 64,
         }
     }
 }

@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use entropy_lens::fetch::{self, OfflineModel};
 use serde_json::Value;
 
+pub mod http;
 pub mod parity;
 pub mod process;
 

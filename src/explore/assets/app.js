@@ -254,7 +254,8 @@ async function run() {
       const a = document.createElement("a");
       a.href = withToken("/api/result/" + r.id + "/profile");
       a.download = "profile-" + r.label.split(" ")[0] + ".json";
-      a.textContent = r.label + " ";
+      a.textContent = r.label;
+      if (json.childElementCount) json.append(" · ");
       json.append(a);
     }
     $("downloads").hidden = false;
