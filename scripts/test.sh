@@ -33,4 +33,4 @@ fi
 cargo test --release --test browser -- --ignored
 REPORTS_DIR="$CI_REPORTS" cargo test --release --test browser -- --ignored
 step "browser: the explorer driven in headless Chromium (type, hover, click, skip blocks, download)"
-cargo test --release --test explorer_browser -- --ignored
+timeout 600 cargo test --release --test explorer_browser -- --ignored

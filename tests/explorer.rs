@@ -12,7 +12,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use entropy_lens::explore::{stat_spec, ExploreConfig, Explorer, Limits};
+use entropy_lens::explore::{ExploreConfig, Explorer, Limits};
 use entropy_lens::runner::{ProfileRequest, Profiler, TokenObserver};
 use serde_json::Value;
 
@@ -25,6 +25,50 @@ fn start(limits: Limits, token: Option<&str>) -> Explorer {
         ..Default::default()
     })
     .expect("starting the explorer")
+}
+
+/// A profile request whose event stream is read step by step.
+struct Open {
+    stream: TcpStream,
+    seen: String,
+}
+
+impl Open {
+    fn send(addr: SocketAddr, body: &str) -> Self {
+        let mut stream = TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(300)))
+            .unwrap();
+        let req = format!(
+            "POST /api/profile HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            addr.port(),
+            body.len()
+        );
+        stream.write_all(req.as_bytes()).unwrap();
+        Self {
+            stream,
+            seen: String::new(),
+        }
+    }
+
+    /// Reads until `needle` has arrived `times` times.
+    fn until(&mut self, needle: &str, times: usize) {
+        let mut buf = [0u8; 8192];
+        while self.seen.matches(needle).count() < times {
+            let n = self.stream.read(&mut buf).unwrap();
+            assert!(n > 0, "stream ended before {needle:?}: {}", self.seen);
+            self.seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    }
+
+    /// Reads to the end; the event stream's text.
+    fn finish(mut self) -> String {
+        let mut rest = Vec::new();
+        let _ = self.stream.read_to_end(&mut rest);
+        self.seen.push_str(&String::from_utf8_lossy(&rest));
+        let body = self.seen.split_once("\r\n\r\n").map_or("", |x| x.1);
+        common::http::dechunk(body)
+    }
 }
 
 fn get(addr: SocketAddr, path: &str) -> (u16, String) {
@@ -191,69 +235,170 @@ fn profiles_equal_the_cli_and_every_view_is_served() {
     ex.stop();
 }
 
+/// Requests that wait together run together: while one request keeps the worker busy, four more
+/// queue, then run as one batch of four — whose profiles equal `profile --json --batch-size 4` on
+/// the same prompts in the same order.
 #[test]
-fn concurrent_requests_share_a_batch_and_match_running_alone() {
+fn waiting_requests_run_as_one_batch_equal_to_the_cli() {
     let ex = start(Limits::default(), None);
     let a = ex.addr();
+    let mut busy = Open::send(
+        a,
+        r#"{"prompt": "Once upon a time", "generate": 16, "ignore_eos": true}"#,
+    );
+    busy.until("event: started", 1);
     let prompts = [
         "The capital of Italy is",
         "Water boils at",
         "My favourite book is",
         "Two plus two equals",
     ];
-    let results: Vec<(String, Value, String)> = std::thread::scope(|s| {
-        let handles: Vec<_> = prompts
+    let mut waiting = Vec::new();
+    for p in prompts {
+        let mut o = Open::send(
+            a,
+            &serde_json::json!({"prompt": p, "generate": 6}).to_string(),
+        );
+        o.until("event: queued", 1);
+        waiting.push(o);
+    }
+    let streams: Vec<String> = waiting.into_iter().map(Open::finish).collect();
+    busy.finish();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prompts.jsonl");
+    std::fs::write(
+        &file,
+        prompts
             .iter()
-            .map(|p| {
-                s.spawn(move || {
-                    run(
-                        a,
-                        &serde_json::json!({"prompt": p, "generate": 8, "ignore_eos": true})
-                            .to_string(),
-                    )
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-    let largest = results
-        .iter()
-        .map(|(_, _, s)| event(s, "started").unwrap()["batch"].as_u64().unwrap())
-        .max()
-        .unwrap();
-    assert!(largest >= 2, "concurrent requests ran one by one");
-    let mut alone = Profiler::load(
-        &common::smollm2().display().to_string(),
-        &Default::default(),
+            .map(|p| serde_json::json!({ "prompt": p }).to_string() + "\n")
+            .collect::<String>(),
     )
     .unwrap();
-    alone.set_spec(stat_spec()).unwrap();
-    for (p, (_, got, _)) in prompts.iter().zip(&results) {
-        let want = alone
-            .run(
-                &ProfileRequest::new(*p)
-                    .generate(8)
-                    .ignore_eos(true)
-                    .all_positions(true),
-            )
-            .unwrap();
+    let model = common::smollm2().display().to_string();
+    let cli = common::ok(&[
+        "profile",
+        "--json",
+        "--model",
+        &model,
+        "--all-positions",
+        "--alpha",
+        "0.5",
+        "2",
+        "5",
+        "--top-k",
+        "5",
+        "--target",
+        "next",
+        "--prompts",
+        file.to_str().unwrap(),
+        "--generate",
+        "6",
+        "--batch-size",
+        "4",
+    ]);
+    let cli: Vec<Value> = cli
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for ((stream, want), p) in streams.iter().zip(&cli).zip(prompts) {
         assert_eq!(
-            got["generated_ids"],
-            serde_json::json!(want.generated_ids),
-            "{p}"
+            event(stream, "started").unwrap()["batch"],
+            4,
+            "{p}: {stream}"
         );
-        for (g, w) in got["positions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .zip(&want.positions)
-        {
-            for (x, y) in g["shannon"].as_array().unwrap().iter().zip(&w.shannon) {
-                assert!((x.as_f64().unwrap() - y).abs() < 1e-4, "{p}: {x} vs {y}");
-            }
-        }
+        assert_eq!(&event(stream, "result").unwrap()["profile"], want, "{p}");
     }
     ex.stop();
+}
+
+/// A tuned lens given at start joins the lens picker; its profiles equal `profile --lens tuned:DIR`.
+#[test]
+fn a_tuned_lens_reads_like_the_cli() {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let model = root.join("tests/fixtures/tuned_lens/llama");
+    let lens = model.join("lens");
+    let ex = Explorer::start(ExploreConfig {
+        models: vec![model.display().to_string()],
+        tuned_lenses: vec![lens.display().to_string()],
+        port: 0,
+        ..Default::default()
+    })
+    .unwrap();
+    let a = ex.addr();
+    let (_, models) = get(a, "/api/models");
+    assert!(models.contains("\"tuned_lens\":true"), "{models}");
+    let (_, tuned, _) = run(
+        a,
+        r#"{"prompt": "hello world", "generate": 3, "lens": "tuned"}"#,
+    );
+    let (_, logit, _) = run(a, r#"{"prompt": "hello world", "generate": 3}"#);
+    assert_eq!(tuned["provenance"]["lens"]["kind"], "tuned");
+    assert_ne!(
+        tuned["positions"], logit["positions"],
+        "the tuned lens reads differently"
+    );
+    let cli = common::ok(&[
+        "profile",
+        "--json",
+        "--model",
+        model.to_str().unwrap(),
+        "--all-positions",
+        "--alpha",
+        "0.5",
+        "2",
+        "5",
+        "--top-k",
+        "5",
+        "--target",
+        "next",
+        "--prompt",
+        "hello world",
+        "--generate",
+        "3",
+        "--lens",
+        &format!("tuned:{}", lens.display()),
+    ]);
+    assert_eq!(tuned, serde_json::from_str::<Value>(cli.trim()).unwrap());
+    ex.stop();
+    // A lens that fits no model served is refused at start.
+    let wrong = Explorer::start(ExploreConfig {
+        models: vec![common::smollm2().display().to_string()],
+        tuned_lenses: vec![lens.display().to_string()],
+        port: 0,
+        ..Default::default()
+    });
+    assert!(
+        wrong.err().unwrap().to_string().contains("fits none"),
+        "refused"
+    );
+}
+
+/// Stopping returns promptly with a page's stream open and a client stalled mid-request.
+#[test]
+fn stop_returns_with_open_and_stalled_connections() {
+    let ex = start(Limits::default(), None);
+    let a = ex.addr();
+    let mut open = Open::send(
+        a,
+        r#"{"prompt": "Once upon a time", "generate": 64, "ignore_eos": true}"#,
+    );
+    open.until("event: token", 1);
+    let mut stalled = TcpStream::connect(a).unwrap();
+    stalled
+        .write_all(b"POST /api/profile HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{")
+        .unwrap();
+    let t0 = Instant::now();
+    ex.stop();
+    assert!(
+        t0.elapsed() < Duration::from_secs(15),
+        "stop took {:?}",
+        t0.elapsed()
+    );
+    let rest = open.finish();
+    assert!(
+        rest.contains("the server is stopping") || rest.contains("event: result"),
+        "{rest}"
+    );
 }
 
 #[test]
@@ -319,7 +464,7 @@ fn bad_requests_are_4xx_and_the_server_stays_up() {
         (
             serde_json::json!({ "prompt": huge }).to_string(),
             413,
-            "at most 65536 bytes",
+            "larger than 65536 bytes",
         ),
     ];
     for (body, status, needle) in &cases {
@@ -343,7 +488,18 @@ fn bad_requests_are_4xx_and_the_server_stays_up() {
     ] {
         assert_eq!(get(a, path).0, status, "{path}");
     }
-    assert_eq!(http(a, "DELETE", "/api/profile", &[], b"").0, 405);
+    let (status, text) = http(a, "DELETE", "/api/profile", &[], b"");
+    assert_eq!(status, 405);
+    assert!(text.contains("\"error\""), "{text}");
+    // A body announced too large is refused without waiting for it.
+    let (status, text) = http(
+        a,
+        "POST",
+        "/api/profile",
+        &[("Content-Length", "10000000000")],
+        b"",
+    );
+    assert_eq!(status, 413, "{text}");
     let (id, _, _) = run(a, r#"{"prompt": "Still up?", "generate": 2}"#);
     for q in [
         "kind=pie",
@@ -367,29 +523,17 @@ fn a_full_queue_is_429_and_a_closed_page_stops_its_generation() {
     };
     let ex = start(limits, None);
     let a = ex.addr();
+    // One running, one waiting: the queue of one is full.
     let body = r#"{"prompt": "Once upon a time", "generate": 48, "ignore_eos": true}"#;
-    let statuses: Vec<(u16, String)> = std::thread::scope(|s| {
-        let h: Vec<_> = (0..4)
-            .map(|k| {
-                s.spawn(move || {
-                    std::thread::sleep(Duration::from_millis(150 * k));
-                    post(a, body)
-                })
-            })
-            .collect();
-        h.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-    let busy: Vec<&String> = statuses
-        .iter()
-        .filter(|(s, _)| *s == 429)
-        .map(|(_, t)| t)
-        .collect();
-    assert!(
-        !busy.is_empty(),
-        "4 requests on a queue of 1 and a batch of 1: {statuses:?}"
-    );
-    assert!(busy[0].contains("already waiting"), "{}", busy[0]);
-    assert!(statuses.iter().any(|(s, _)| *s == 200));
+    let mut running = Open::send(a, body);
+    running.until("event: started", 1);
+    let mut waiting = Open::send(a, body);
+    waiting.until("event: queued", 1);
+    let (status, text) = post(a, body);
+    assert_eq!(status, 429, "{text}");
+    assert!(text.contains("already waiting"), "{text}");
+    drop(waiting);
+    drop(running);
 
     // Close a request's connection after its second token: it stops generating.
     let before = health(a)["models"][0]["generated_tokens"].as_u64().unwrap();

@@ -360,7 +360,8 @@ pub struct ExploreArgs {
     /// models, fetched like `demo`).
     #[arg(long = "model", value_name = "MODEL")]
     pub models: Vec<String>,
-    /// A tuned lens (folder or hub:<model id>) for the model it fits; repeat for several.
+    /// A tuned lens (a folder, or a model id whose lens the tuned-lens package publishes) for the
+    /// model it fits; repeat for several.
     #[arg(long = "tuned-lens", value_name = "DIR")]
     pub tuned_lenses: Vec<String>,
     /// Address to listen on: 127.0.0.1 (this machine only) or 0.0.0.0 (the classroom network;

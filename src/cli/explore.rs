@@ -44,11 +44,10 @@ impl ExploreArgs {
 /// Ctrl-C.
 pub fn explore(args: &ExploreArgs, out: &mut impl Write) -> Result<()> {
     let config = args.to_config()?;
-    let network = !matches!(config.host.as_str(), "127.0.0.1" | "localhost" | "::1");
-    let generated = network && config.token.is_none();
+    let asked_token = config.token.is_some();
     let explorer = Explorer::start(config)?;
-    writeln!(out, "{}", explorer.url()).map_err(|e| Error::io("<stdout>", e))?;
-    out.flush().map_err(|e| Error::io("<stdout>", e))?;
+    let network = !explorer.addr().ip().is_loopback();
+    let generated = explorer.token().is_some() && !asked_token;
     if network {
         note(&format!(
             "warning: the explorer listens on {} — anyone on this network who has the URL can use it{}",
@@ -60,6 +59,9 @@ pub fn explore(args: &ExploreArgs, out: &mut impl Write) -> Result<()> {
             }
         ));
     }
+    // The URL last: whoever reads it has the warning already.
+    writeln!(out, "{}", explorer.url()).map_err(|e| Error::io("<stdout>", e))?;
+    out.flush().map_err(|e| Error::io("<stdout>", e))?;
     note(&format!(
         "entropy-lens explore: serving {} at {} (Ctrl-C to stop)",
         explorer.model_names().join(", "),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::rejection::BytesRejection;
+use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
@@ -20,7 +20,11 @@ use serde::Deserialize;
 use super::queue::{Event, Job, LensChoice};
 use super::{App, ALPHAS, TOP_K};
 use crate::plots::{delta_bars, entropy_heatmap, target_trace, HeatMetric, ReportItem};
+use crate::profile::EntropyProfile;
 use crate::runner::{prompt_token_ids, ProfileRequest, Sampling};
+
+/// The smallest temperature the page may ask for (anything lower is greedy in all but name).
+const MIN_TEMPERATURE: f64 = 0.01;
 
 const INDEX_HTML: &str = include_str!("assets/index.html");
 const APP_JS: &str = include_str!("assets/app.js");
@@ -137,9 +141,9 @@ pub fn check_run(app: &App, body: &[u8]) -> Result<CheckedRun, ApiError> {
             r.generate, limits.max_generate
         )));
     }
-    if !(r.temperature.is_finite() && (0.0..=10.0).contains(&r.temperature)) {
+    if !(r.temperature == 0.0 || (MIN_TEMPERATURE..=10.0).contains(&r.temperature)) {
         return Err(bad(format!(
-            "temperature is {}; give 0 (greedy) or a positive number up to 10",
+            "temperature is {}; give 0 (greedy) or a number from {MIN_TEMPERATURE} to 10",
             r.temperature
         )));
     }
@@ -224,6 +228,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/result/{id}/chart", get(result_chart))
         .route("/api/report", get(report))
         .fallback(not_found)
+        .method_not_allowed_fallback(wrong_method)
         .layer(axum::middleware::from_fn_with_state(app.clone(), checks))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(app)
@@ -231,7 +236,21 @@ pub fn router(app: Arc<App>) -> Router {
 
 /// Access checks first; safety headers on every answer.
 async fn checks(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
     let mut resp = match app.access.check(req.headers(), req.uri()) {
+        // A body announced larger than the limit is refused before anyone waits for it.
+        Ok(()) if declared.is_some_and(|n| n > app.limits.max_body_bytes as u64) => ApiError(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "the request body is larger than {} bytes; requests are small JSON objects",
+                app.limits.max_body_bytes
+            ),
+        )
+        .into_response(),
         Ok(()) => next.run(req).await,
         Err((status, msg)) => ApiError(status, msg).into_response(),
     };
@@ -281,6 +300,13 @@ async fn not_found() -> ApiError {
     ApiError(
         StatusCode::NOT_FOUND,
         "no such page or API route (the API: GET /api/models, POST /api/profile, GET /api/result/ID/profile, GET /api/result/ID/chart, GET /api/report?ids=…)".into(),
+    )
+}
+
+async fn wrong_method() -> ApiError {
+    ApiError(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "this route does not take that method (POST /api/profile; GET for the others)".into(),
     )
 }
 
@@ -373,7 +399,8 @@ async fn next_chunk(mut s: Stream) -> Option<(Result<Bytes, Infallible>, Stream)
                 s.done = true;
                 match profile.to_json_line() {
                     Ok(line) => {
-                        let id = s.app.store(s.model, profile);
+                        let line: Arc<str> = line.into();
+                        let id = s.app.store(s.model, line.clone());
                         sse("result", &format!("{{\"id\":\"{id}\",\"profile\":{line}}}"))
                     }
                     Err(e) => sse("error", &serde_json::json!({"error": e.to_string()}).to_string()),
@@ -458,23 +485,51 @@ async fn profile(
         .into_response())
 }
 
-fn stored(app: &App, id: &str) -> Result<(usize, Arc<crate::profile::EntropyProfile>), ApiError> {
+fn stored(app: &App, id: &str) -> Result<(usize, Arc<str>), ApiError> {
     app.result(id).ok_or_else(|| {
         ApiError(
             StatusCode::NOT_FOUND,
-            format!("no result {id:?} on this server (results are kept for the last {} requests; run it again)", app.limits.max_results),
+            format!("no result {id:?} on this server (it keeps the latest results up to {} MiB; run it again)", app.limits.max_result_bytes >> 20),
         )
     })
 }
 
+/// Runs `work` (chart or report building: CPU work) off the server's threads, at most
+/// [`super::Limits::max_renders`] at a time.
+async fn render<T: Send + 'static>(
+    app: &App,
+    work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let _permit = app.renders.clone().acquire_owned().await.map_err(|_| {
+        ApiError(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the server is stopping".into(),
+        )
+    })?;
+    tokio::task::spawn_blocking(work).await.map_err(|_| {
+        ApiError(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "building the chart failed (a bug: please report it with the request)".into(),
+        )
+    })?
+}
+
+fn parse_profile(json: &str) -> Result<EntropyProfile, ApiError> {
+    EntropyProfile::from_json(json)
+        .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+}
+
+fn result_id(p: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+    p.map(|Path(id)| id)
+        .map_err(|e| bad(format!("cannot read the result id: {}", e.body_text())))
+}
+
 async fn result_profile(
     State(app): State<Arc<App>>,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
-    let (_, p) = stored(&app, &id)?;
-    let line = p
-        .to_json_line()
-        .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let id = result_id(id)?;
+    let (_, line) = stored(&app, &id)?;
     Ok((
         [
             (header::CONTENT_TYPE, "application/json; charset=utf-8"),
@@ -482,8 +537,9 @@ async fn result_profile(
                 header::CONTENT_DISPOSITION,
                 "attachment; filename=\"profile.json\"",
             ),
+            (header::CACHE_CONTROL, "no-store"),
         ],
-        line + "\n",
+        format!("{line}\n"),
     )
         .into_response())
 }
@@ -503,38 +559,50 @@ fn metric(m: Option<&str>) -> Result<HeatMetric, ApiError> {
 
 async fn result_chart(
     State(app): State<Arc<App>>,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
     q: Result<Query<ChartQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
+    let id = result_id(id)?;
     let Query(q) = q.map_err(|e| {
         bad(format!(
             "{}; e.g. ?kind=heatmap&metric=shannon or ?kind=delta&position=3",
             e.body_text()
         ))
     })?;
-    let (model, p) = stored(&app, &id)?;
+    let (model, json) = stored(&app, &id)?;
+    let metric = metric(q.metric.as_deref())?;
     let position = || {
         q.position
             .ok_or_else(|| bad("give position=N, an index into the profile's positions"))
     };
-    let chart = match q.kind.as_str() {
-        "heatmap" => entropy_heatmap(
-            &p,
-            Some(&app.models[model].tokenizer),
-            metric(q.metric.as_deref())?,
-        ),
-        "delta" => delta_bars(&p, position()?),
-        "target" => target_trace(&p, position()?),
+    let kind = q.kind.clone();
+    let position = match kind.as_str() {
+        "heatmap" => None,
+        "delta" | "target" => Some(position()?),
         other => {
             return Err(bad(format!(
                 "unknown chart {other:?}: use heatmap, delta or target"
             )))
         }
-    }
-    .map_err(|e| bad(e.to_string()))?;
+    };
+    let tokenizer = app.models[model].tokenizer.clone();
+    let figure = render(&app, move || {
+        let p = parse_profile(&json)?;
+        match (kind.as_str(), position) {
+            ("delta", Some(i)) => delta_bars(&p, i),
+            ("target", Some(i)) => target_trace(&p, i),
+            _ => entropy_heatmap(&p, Some(&tokenizer), metric),
+        }
+        .map(|c| c.to_json())
+        .map_err(|e| bad(e.to_string()))
+    })
+    .await?;
     Ok((
-        [(header::CONTENT_TYPE, "application/json; charset=utf-8")],
-        chart.to_json(),
+        [
+            (header::CONTENT_TYPE, "application/json; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        figure,
     )
         .into_response())
 }
@@ -544,8 +612,28 @@ struct ReportQuery {
     ids: String,
     #[serde(default)]
     metric: Option<String>,
+    /// Per id, the position index of its ΔH bars and trace (empty: the last).
     #[serde(default)]
-    position: Option<usize>,
+    positions: Option<String>,
+}
+
+/// A report section's heading: the prompt (shortened) and the skipped blocks.
+fn report_label(p: &EntropyProfile) -> String {
+    let mut prompt: String = p.prompt.chars().take(60).collect();
+    if prompt.len() < p.prompt.len() {
+        prompt.push('…');
+    }
+    let skipped = p
+        .provenance
+        .as_ref()
+        .map(|v| v.skipped_blocks.clone())
+        .unwrap_or_default();
+    if skipped.is_empty() {
+        format!("{prompt:?}")
+    } else {
+        let list: Vec<String> = skipped.iter().map(usize::to_string).collect();
+        format!("{prompt:?} without blocks {}", list.join(", "))
+    }
 }
 
 async fn report(
@@ -558,23 +646,62 @@ async fn report(
     if ids.is_empty() || ids.len() > 8 {
         return Err(bad("give 1 to 8 result ids: ?ids=ID1,ID2"));
     }
+    let positions: Vec<Option<usize>> = match &q.positions {
+        None => vec![None; ids.len()],
+        Some(list) => list
+            .split(',')
+            .map(|x| {
+                if x.is_empty() {
+                    Ok(None)
+                } else {
+                    x.parse::<usize>()
+                        .map(Some)
+                        .map_err(|_| bad(format!("positions: {x:?} is not a position index")))
+                }
+            })
+            .collect::<Result<_, _>>()?,
+    };
+    if positions.len() != ids.len() {
+        return Err(bad(
+            "give one entry in positions per id (empty for the last position)",
+        ));
+    }
     let found = ids
         .iter()
         .map(|id| stored(&app, id))
         .collect::<Result<Vec<_>, _>>()?;
-    let items: Vec<ReportItem<'_>> = found
+    let tokenizers: Vec<_> = found
         .iter()
-        .enumerate()
-        .map(|(k, (model, p))| ReportItem {
-            label: format!("{} · {}", (b'A' + k as u8) as char, p.model),
-            profile: p,
-            tokenizer: Some(&app.models[*model].tokenizer),
-            metric,
-            position: q.position.filter(|&i| i < p.positions.len()),
-        })
+        .map(|(m, _)| app.models[*m].tokenizer.clone())
         .collect();
-    let html = crate::plots::profiles_report_html("entropy-lens explorer report", &items)
-        .map_err(|e| bad(e.to_string()))?;
+    // Held until the page has been sent, so that reports nobody reads cannot pile up in memory.
+    let held = app.reports.clone().acquire_owned().await.map_err(|_| {
+        ApiError(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the server is stopping".into(),
+        )
+    })?;
+    let html = render(&app, move || {
+        let profiles = found
+            .iter()
+            .map(|(_, json)| parse_profile(json))
+            .collect::<Result<Vec<_>, _>>()?;
+        let items: Vec<ReportItem<'_>> = profiles
+            .iter()
+            .zip(&tokenizers)
+            .zip(&positions)
+            .map(|((p, tok), &at)| ReportItem {
+                label: report_label(p),
+                profile: p,
+                tokenizer: Some(tok),
+                metric,
+                position: at,
+            })
+            .collect();
+        crate::plots::profiles_report_html("entropy-lens explorer report", &items)
+            .map_err(|e| bad(e.to_string()))
+    })
+    .await?;
     Ok((
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
@@ -582,8 +709,12 @@ async fn report(
                 header::CONTENT_DISPOSITION,
                 "attachment; filename=\"entropy-lens-report.html\"",
             ),
+            (header::CACHE_CONTROL, "no-store"),
         ],
-        html,
+        Body::from_stream(futures_util::stream::once(async move {
+            let _held = held;
+            Ok::<_, Infallible>(Bytes::from(html))
+        })),
     )
         .into_response())
 }

@@ -22,6 +22,8 @@ pub const TOKEN_HEADER: &str = "x-entropy-lens-token";
 /// The server's rules.
 pub struct Access {
     loopback: bool,
+    /// The bound address as a `Host` names it (`127.0.0.2`, `[::1]`).
+    own: String,
     port: u16,
     token: Option<String>,
 }
@@ -63,8 +65,13 @@ fn same(a: &str, b: &str) -> bool {
 
 impl Access {
     pub fn new(ip: IpAddr, port: u16, token: Option<String>) -> Self {
+        let own = match ip {
+            IpAddr::V4(v4) => v4.to_string(),
+            IpAddr::V6(v6) => format!("[{v6}]"),
+        };
         Self {
             loopback: ip.is_loopback(),
+            own,
             port,
             token,
         }
@@ -84,11 +91,9 @@ impl Access {
             Some((n, p)) if !n.is_empty() && !p.contains(']') => (n, p.parse::<u16>().ok()),
             _ => (host, Some(80)),
         };
+        let name = name.to_ascii_lowercase();
         port == Some(self.port)
-            && matches!(
-                name.to_ascii_lowercase().as_str(),
-                "localhost" | "127.0.0.1" | "[::1]"
-            )
+            && (matches!(name.as_str(), "localhost" | "127.0.0.1" | "[::1]") || name == self.own)
     }
 
     /// Checks a request; `Err` holds the status and the message to answer with.
@@ -200,6 +205,15 @@ mod tests {
             .0,
             StatusCode::FORBIDDEN
         );
+    }
+
+    #[test]
+    fn another_loopback_address_accepts_itself() {
+        let a = Access::new(IpAddr::from([127, 0, 0, 2]), 9000, None);
+        let uri: Uri = "/".parse().unwrap();
+        assert!(a.check(&headers("127.0.0.2:9000", None), &uri).is_ok());
+        assert!(a.check(&headers("localhost:9000", None), &uri).is_ok());
+        assert!(a.check(&headers("127.0.0.3:9000", None), &uri).is_err());
     }
 
     #[test]

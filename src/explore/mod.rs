@@ -19,6 +19,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod api;
+pub mod conn;
 pub mod guard;
 pub mod queue;
 
@@ -29,7 +30,6 @@ use std::thread::JoinHandle;
 use crate::error::{Error, Result};
 use crate::lens::{LensKind, StatSpec, TargetToken};
 use crate::model::{load, parse_device, LoadOptions, ModelSource, TextTokenizer, WeightDType};
-use crate::profile::EntropyProfile;
 use crate::runner::Profiler;
 use queue::ModelQueue;
 
@@ -38,6 +38,8 @@ use queue::ModelQueue;
 pub const ALPHAS: [f64; 3] = [0.5, 2.0, 5.0];
 /// Tokens listed per block in the heatmap's hover.
 pub const TOP_K: usize = 5;
+/// How long a stopping server waits for its connections to finish.
+const GRACE: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// What one server accepts: everything a page asks for is bounded by these.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,8 +54,13 @@ pub struct Limits {
     pub max_batch: usize,
     /// Request body size in bytes (a larger body is answered 413).
     pub max_body_bytes: usize,
-    /// Finished profiles kept for charts and downloads (the oldest go first).
-    pub max_results: usize,
+    /// Bytes of finished profiles (as JSON) kept for charts and downloads; the oldest go first.
+    pub max_result_bytes: usize,
+    /// Charts and reports built at once (each is CPU work; the others wait their turn); also the
+    /// reports held in memory while they are sent.
+    pub max_renders: usize,
+    /// Connections open at once (more wait in the kernel's backlog).
+    pub max_connections: usize,
 }
 
 impl Default for Limits {
@@ -64,7 +71,9 @@ impl Default for Limits {
             max_queue: 64,
             max_batch: 16,
             max_body_bytes: 64 * 1024,
-            max_results: 64,
+            max_result_bytes: 128 * 1024 * 1024,
+            max_renders: 2,
+            max_connections: 256,
         }
     }
 }
@@ -75,8 +84,8 @@ pub struct ExploreConfig {
     /// GGUF files, Hugging Face folders or Hub ids (empty: the two offline models, fetched like
     /// `demo` does).
     pub models: Vec<String>,
-    /// Tuned lenses (folders as `train-lens` writes them, or `hub:<model id>`): each serves the
-    /// first model it fits.
+    /// Tuned lenses (folders as `train-lens` or the tuned-lens package writes them, or a model id
+    /// whose lens the package publishes): each serves the first model it fits.
     pub tuned_lenses: Vec<String>,
     pub host: String,
     /// 0: any free port.
@@ -116,11 +125,18 @@ pub struct ServedModel {
     pub queue: Arc<ModelQueue>,
 }
 
-/// A finished profile, kept for its charts and downloads.
+/// A finished profile, kept for its charts and downloads as the JSON line `profile --json` prints
+/// (so the memory it takes is known).
 pub struct StoredResult {
     pub id: String,
     pub model: usize,
-    pub profile: Arc<EntropyProfile>,
+    pub json: Arc<str>,
+}
+
+#[derive(Default)]
+struct Results {
+    kept: std::collections::VecDeque<StoredResult>,
+    bytes: usize,
 }
 
 /// What every handler sees.
@@ -128,32 +144,41 @@ pub struct App {
     pub models: Vec<ServedModel>,
     pub limits: Limits,
     pub access: guard::Access,
-    results: Mutex<std::collections::VecDeque<StoredResult>>,
+    results: Mutex<Results>,
     stopping: tokio::sync::watch::Receiver<bool>,
+    /// Bounds the charts and reports built at once.
+    renders: Arc<tokio::sync::Semaphore>,
+    /// Bounds the reports built or being sent at once.
+    reports: Arc<tokio::sync::Semaphore>,
 }
 
 impl App {
-    /// Keeps `profile` (dropping the oldest beyond [`Limits::max_results`]) and returns its id.
-    pub fn store(&self, model: usize, profile: Arc<EntropyProfile>) -> String {
+    /// Keeps a profile's JSON line (dropping the oldest beyond [`Limits::max_result_bytes`]) and
+    /// returns its id.
+    pub fn store(&self, model: usize, json: Arc<str>) -> String {
         let id = guard::random_hex(16);
         let mut r = self.results.lock().unwrap_or_else(|e| e.into_inner());
-        while r.len() >= self.limits.max_results.max(1) {
-            r.pop_front();
+        while r.bytes + json.len() > self.limits.max_result_bytes && !r.kept.is_empty() {
+            if let Some(old) = r.kept.pop_front() {
+                r.bytes -= old.json.len();
+            }
         }
-        r.push_back(StoredResult {
+        r.bytes += json.len();
+        r.kept.push_back(StoredResult {
             id: id.clone(),
             model,
-            profile,
+            json,
         });
         id
     }
 
-    /// The kept profile `id` and its model's index.
-    pub fn result(&self, id: &str) -> Option<(usize, Arc<EntropyProfile>)> {
+    /// The kept profile `id` (its JSON line) and its model's index.
+    pub fn result(&self, id: &str) -> Option<(usize, Arc<str>)> {
         let r = self.results.lock().unwrap_or_else(|e| e.into_inner());
-        r.iter()
+        r.kept
+            .iter()
             .find(|s| s.id == id)
-            .map(|s| (s.model, s.profile.clone()))
+            .map(|s| (s.model, s.json.clone()))
     }
 }
 
@@ -214,28 +239,50 @@ impl Explorer {
             .map_err(|e| Error::io("<socket>", e))?;
 
         let (models, workers) = load_models(&config)?;
+        let stop_workers = |models: &[ServedModel], workers: Vec<JoinHandle<()>>| {
+            for m in models {
+                m.queue.stop();
+            }
+            for w in workers {
+                let _ = w.join();
+            }
+        };
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let app = Arc::new(App {
             models,
             limits: config.limits,
             access: guard::Access::new(ip, addr.port(), config.token.clone()),
-            results: Mutex::new(Default::default()),
+            results: Mutex::new(Results::default()),
             stopping: stop_rx.clone(),
+            renders: Arc::new(tokio::sync::Semaphore::new(
+                config.limits.max_renders.max(1),
+            )),
+            reports: Arc::new(tokio::sync::Semaphore::new(
+                config.limits.max_renders.max(1),
+            )),
         });
-        let runtime = tokio::runtime::Builder::new_multi_thread()
+        let runtime = match tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
-            .map_err(|e| Error::io("<tokio runtime>", e))?;
+        {
+            Ok(r) => r,
+            Err(e) => {
+                stop_workers(&app.models, workers);
+                return Err(Error::io("<tokio runtime>", e));
+            }
+        };
         let router = api::router(app.clone());
         let ctrl_c = config.stop_on_ctrl_c;
+        let max_connections = config.limits.max_connections;
         let stop_on_signal = stop_tx.clone();
-        let server = std::thread::Builder::new()
+        let stop_for_grace = stop_tx.subscribe();
+        let server = match std::thread::Builder::new()
             .name("explore-http".into())
             .spawn(move || {
                 runtime.block_on(async move {
                     let listener = match tokio::net::TcpListener::from_std(listener) {
-                        Ok(l) => l,
+                        Ok(l) => conn::BoundedListener::new(l, max_connections),
                         Err(e) => {
                             crate::cli::note(&format!("explore: cannot serve: {e}"));
                             return;
@@ -252,15 +299,28 @@ impl Explorer {
                             let _ = stop.wait_for(|s| *s).await;
                         }
                     };
-                    if let Err(e) = axum::serve(listener, router)
-                        .with_graceful_shutdown(shutdown)
-                        .await
-                    {
-                        crate::cli::note(&format!("explore: the server stopped: {e}"));
+                    let mut stopped = stop_for_grace;
+                    let serve = axum::serve(listener, router).with_graceful_shutdown(shutdown);
+                    // Open pages end their streams when told to stop; a client that stalls (a
+                    // half-sent request, a download it does not read) gets GRACE, then the runtime
+                    // drops its connection.
+                    tokio::select! {
+                        r = serve => if let Err(e) = r {
+                            crate::cli::note(&format!("explore: the server stopped: {e}"));
+                        },
+                        _ = async {
+                            let _ = stopped.wait_for(|s| *s).await;
+                            tokio::time::sleep(GRACE).await;
+                        } => {}
                     }
                 })
-            })
-            .map_err(|e| Error::io("<thread>", e))?;
+            }) {
+            Ok(t) => t,
+            Err(e) => {
+                stop_workers(&app.models, workers);
+                return Err(Error::io("<thread>", e));
+            }
+        };
         let shown = if ip.is_unspecified() {
             // 0.0.0.0 is not an address a browser can open; this machine is.
             "127.0.0.1".to_string()
@@ -357,7 +417,29 @@ fn model_sources(config: &ExploreConfig) -> Result<Vec<ModelSource>> {
         .collect()
 }
 
+/// Loads every model and starts its worker; on failure, stops the workers already started.
 fn load_models(config: &ExploreConfig) -> Result<(Vec<ServedModel>, Vec<JoinHandle<()>>)> {
+    let mut models = Vec::new();
+    let mut workers = Vec::new();
+    match load_models_into(config, &mut models, &mut workers) {
+        Ok(()) => Ok((models, workers)),
+        Err(e) => {
+            for m in &models {
+                m.queue.stop();
+            }
+            for w in workers {
+                let _ = w.join();
+            }
+            Err(e)
+        }
+    }
+}
+
+fn load_models_into(
+    config: &ExploreConfig,
+    models: &mut Vec<ServedModel>,
+    workers: &mut Vec<JoinHandle<()>>,
+) -> Result<()> {
     let load_opts = LoadOptions {
         device: parse_device(&config.device)?,
         dtype: config.dtype,
@@ -374,8 +456,6 @@ fn load_models(config: &ExploreConfig) -> Result<(Vec<ServedModel>, Vec<JoinHand
             LensKind::parse(&spec).map(Some)
         })
         .collect::<Result<_>>()?;
-    let mut models = Vec::new();
-    let mut workers = Vec::new();
     for source in model_sources(config)? {
         crate::cli::note(&format!("explore: loading {}", source.describe()));
         let mut profiler = Profiler::new(load(&source, &load_opts)?, stat_spec())?;
@@ -430,5 +510,5 @@ fn load_models(config: &ExploreConfig) -> Result<(Vec<ServedModel>, Vec<JoinHand
             unused.0
         )));
     }
-    Ok((models, workers))
+    Ok(())
 }

@@ -50,9 +50,10 @@ pub struct Job {
 }
 
 impl Job {
-    /// The channel a job's events go through: room for all of them (start, one per token, end).
+    /// The channel a job's events go through: room for all of them (start, one per token, end),
+    /// twice over for a job run again alone after its batch failed.
     pub fn channel(generate: usize) -> (mpsc::Sender<Event>, mpsc::Receiver<Event>) {
-        mpsc::channel(generate + 3)
+        mpsc::channel(2 * generate + 4)
     }
 
     fn is_cancelled(&self) -> bool {
@@ -86,6 +87,8 @@ pub struct ModelQueue {
     limits: Limits,
     /// Tokens generated since the start, all requests together.
     generated: AtomicUsize,
+    /// Set by [`ModelQueue::stop`]: the running batch stops at its next token.
+    stopping: AtomicBool,
 }
 
 impl ModelQueue {
@@ -95,6 +98,7 @@ impl ModelQueue {
             ready: Condvar::new(),
             limits,
             generated: AtomicUsize::new(0),
+            stopping: AtomicBool::new(false),
         })
     }
 
@@ -128,12 +132,18 @@ impl ModelQueue {
     /// Requests waiting and running.
     pub fn load(&self) -> (usize, usize) {
         let s = self.lock();
-        (s.pending.len(), s.running)
+        let waiting = s.pending.iter().filter(|j| !j.is_cancelled()).count();
+        (waiting, s.running)
     }
 
-    /// Makes the worker return once the batch it runs is done.
+    /// Makes the worker return: the batch it runs stops at its next token, waiting requests are
+    /// dropped (their pages are told the server is stopping).
     pub fn stop(&self) {
-        self.lock().stopping = true;
+        self.stopping.store(true, Ordering::Relaxed);
+        let mut s = self.lock();
+        s.stopping = true;
+        s.pending.clear();
+        drop(s);
         self.ready.notify_all();
     }
 
@@ -177,7 +187,7 @@ impl ModelQueue {
 struct JobObserver<'a> {
     jobs: &'a [Job],
     done: Vec<AtomicUsize>,
-    generated: &'a AtomicUsize,
+    queue: &'a ModelQueue,
 }
 
 impl TokenObserver for JobObserver<'_> {
@@ -185,13 +195,13 @@ impl TokenObserver for JobObserver<'_> {
         let Some(job) = self.jobs.get(request) else {
             return true;
         };
-        self.generated.fetch_add(1, Ordering::Relaxed);
+        self.queue.generated.fetch_add(1, Ordering::Relaxed);
         let done = self.done[request].fetch_add(1, Ordering::Relaxed) + 1;
         job.send(Event::Token {
             done,
             total: job.request.generate,
         });
-        !job.is_cancelled()
+        !job.is_cancelled() && !self.queue.stopping.load(Ordering::Relaxed)
     }
 }
 
@@ -202,25 +212,58 @@ pub fn work(queue: &ModelQueue, mut profiler: Profiler, tuned: Option<LensKind>)
         for j in &jobs {
             j.send(Event::Started { batch: jobs.len() });
         }
-        let outcome = catch_unwind(AssertUnwindSafe(|| {
-            run_batch(&mut profiler, tuned.as_ref(), &jobs, &queue.generated)
-        }));
-        let failure = match outcome {
-            Ok(Ok(profiles)) => {
-                for (j, p) in jobs.iter().zip(profiles) {
-                    j.send(Event::Done(Arc::new(p)));
-                }
-                None
+        let outcome = attempt(&mut profiler, tuned.as_ref(), &jobs, queue);
+        if outcome.is_err() && jobs.len() > 1 {
+            // One request can fail a batch (a sampler that breaks on its settings): run each alone,
+            // so that only that one fails.
+            for job in &jobs {
+                deliver(
+                    std::slice::from_ref(job),
+                    attempt(
+                        &mut profiler,
+                        tuned.as_ref(),
+                        std::slice::from_ref(job),
+                        queue,
+                    ),
+                );
             }
-            Ok(Err(e)) => Some(e.to_string()),
-            Err(_) => Some("the model's worker failed on this batch (a bug: please report it with the request)".to_string()),
-        };
-        if let Some(message) = failure {
-            for j in &jobs {
+        } else {
+            deliver(&jobs, outcome);
+        }
+        queue.finished();
+    }
+}
+
+/// Runs `jobs` as one batch; a panic becomes an error.
+fn attempt(
+    profiler: &mut Profiler,
+    tuned: Option<&LensKind>,
+    jobs: &[Job],
+    queue: &ModelQueue,
+) -> Result<Vec<EntropyProfile>, String> {
+    match catch_unwind(AssertUnwindSafe(|| run_batch(profiler, tuned, jobs, queue))) {
+        Ok(Ok(profiles)) => Ok(profiles),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(
+            "the model's worker failed on this request (a bug: please report it with the request)"
+                .to_string(),
+        ),
+    }
+}
+
+/// Sends each job its profile, or the failure.
+fn deliver(jobs: &[Job], outcome: Result<Vec<EntropyProfile>, String>) {
+    match outcome {
+        Ok(profiles) => {
+            for (j, p) in jobs.iter().zip(profiles) {
+                j.send(Event::Done(Arc::new(p)));
+            }
+        }
+        Err(message) => {
+            for j in jobs {
                 j.send(Event::Failed(message.clone()));
             }
         }
-        queue.finished();
     }
 }
 
@@ -228,7 +271,7 @@ fn run_batch(
     profiler: &mut Profiler,
     tuned: Option<&LensKind>,
     jobs: &[Job],
-    generated: &AtomicUsize,
+    queue: &ModelQueue,
 ) -> crate::error::Result<Vec<EntropyProfile>> {
     let lens = match (jobs[0].lens, tuned) {
         (LensChoice::Tuned, Some(t)) => t.clone(),
@@ -246,7 +289,7 @@ fn run_batch(
     let observer = JobObserver {
         jobs,
         done: jobs.iter().map(|_| AtomicUsize::new(0)).collect(),
-        generated,
+        queue,
     };
     profiler.run_batch_observed(&requests, &observer)
 }

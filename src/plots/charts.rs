@@ -34,7 +34,11 @@ impl HeatMetric {
             "shannon" => Ok(HeatMetric::Shannon),
             "top_p" => Ok(HeatMetric::TopPCount),
             other => match other.strip_prefix("renyi:") {
-                Some(a) => Ok(HeatMetric::Renyi(crate::lens::parse_alpha(a)?)),
+                // Rényi entropy of order 1 is Shannon entropy.
+                Some(a) => match crate::lens::parse_alpha(a)? {
+                    1.0 => Ok(HeatMetric::Shannon),
+                    a => Ok(HeatMetric::Renyi(a)),
+                },
                 None => Err(Error::invalid(format!(
                     "unknown statistic `{other}`: use shannon, top_p or renyi:A (e.g. renyi:0.5)"
                 ))),

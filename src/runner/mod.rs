@@ -998,10 +998,15 @@ fn keep_embed(mut entry: PositionProfile, include_embed: bool) -> PositionProfil
 
 /// Refuses a negative or NaN temperature and a nucleus mass outside (0, 1].
 fn check_sampling(sampling: &Sampling) -> Result<()> {
-    if sampling.temperature < 0.0 || sampling.temperature.is_nan() {
+    let t = sampling.temperature;
+    if t < 0.0 || t.is_nan() {
+        return Err(Error::invalid(format!("temperature must be ≥ 0, got {t}")));
+    }
+    // Logits divided by a smaller one overflow f32 and the sampler fails; such a temperature is
+    // greedy decoding in all but name.
+    if t > 0.0 && t < 1e-6 {
         return Err(Error::invalid(format!(
-            "temperature must be ≥ 0, got {}",
-            sampling.temperature
+            "temperature {t} is too small to sample with; give 0 for greedy decoding or at least 1e-6"
         )));
     }
     if let Some(p) = sampling.sample_top_p {

@@ -7,6 +7,7 @@ const $ = (id) => document.getElementById(id);
 let MODELS = [];
 let RUNS = []; // [{label, id, profile, pane}]
 let ABORT = null;
+let GENERATION = 0; // which Run the page shows; an older one still finishing is ignored
 
 function withToken(url) {
   if (!TOKEN) return url;
@@ -70,7 +71,10 @@ async function init() {
   metric.append(new Option("top-p candidate count (p = " + info.top_p + ")", "top_p"));
   $("generate").max = String(info.limits.max_generate);
   $("model").addEventListener("change", buildModelControls);
-  $("metric").addEventListener("change", () => RUNS.forEach(drawHeatmap));
+  $("metric").addEventListener("change", () => {
+    RUNS.filter((r) => r.id).forEach(drawHeatmap);
+    updateReportLink();
+  });
   $("run").addEventListener("click", run);
   buildModelControls();
   document.body.dataset.ready = "1";
@@ -178,10 +182,24 @@ async function showDetail(run, position) {
     }
   }
   run.pane.pane.dataset.detail = String(position);
+  run.position = position;
+  updateReportLink();
+}
+
+// The report: every run of the view, each at the position last clicked (its last one otherwise).
+function updateReportLink() {
+  const ok = RUNS.filter((r) => r.id);
+  const ids = ok.map((r) => r.id).join(",");
+  const positions = ok.map((r) => (r.position === undefined ? "" : String(r.position))).join(",");
+  $("download-report").href = withToken(
+    "/api/report?ids=" + ids + "&positions=" + positions + "&metric=" + encodeURIComponent($("metric").value)
+  );
 }
 
 async function run() {
+  // Running again cancels what is still running (the server stops those requests).
   if (ABORT) ABORT.abort();
+  const generation = ++GENERATION;
   ABORT = new AbortController();
   const signal = ABORT.signal;
   $("panes").replaceChildren();
@@ -212,7 +230,6 @@ async function run() {
   bar.max = total;
   bar.value = 0;
   setStatus("queued…");
-  $("run").disabled = true;
   const results = jobs.map((job, k) => {
     const pane = makePane(job.label);
     const entry = { label: job.label, pane, id: null, profile: null };
@@ -240,20 +257,18 @@ async function run() {
     });
   });
   await Promise.all(results);
-  $("run").disabled = false;
+  if (generation !== GENERATION) return;
   bar.hidden = true;
   const ok = RUNS.filter((r) => r.id);
   if (ok.length) {
     setStatus(compareText(ok));
-    const ids = ok.map((r) => r.id).join(",");
-    const link = $("download-report");
-    link.href = withToken("/api/report?ids=" + ids + "&metric=" + encodeURIComponent($("metric").value));
+    updateReportLink();
     const json = $("download-json");
     json.replaceChildren("JSON (profile --json): ");
-    for (const r of ok) {
+    for (const [k, r] of ok.entries()) {
       const a = document.createElement("a");
       a.href = withToken("/api/result/" + r.id + "/profile");
-      a.download = "profile-" + r.label.split(" ")[0] + ".json";
+      a.download = "profile-" + (k + 1) + ".json";
       a.textContent = r.label;
       if (json.childElementCount) json.append(" · ");
       json.append(a);
