@@ -663,7 +663,7 @@ fn host_origin_and_token_are_checked() {
 }
 
 #[test]
-fn the_cli_prints_its_url_and_serves_until_stopped() {
+fn the_cli_prints_its_url_and_stops_on_ctrl_c() {
     use std::io::BufRead;
     let model = common::smollm2().display().to_string();
     for (args, expect_token) in [
@@ -695,8 +695,21 @@ fn the_cli_prints_its_url_and_serves_until_stopped() {
             .unwrap();
         let path = url.split_once(&format!(":{port}")).unwrap().1.to_string();
         let (status, page) = get(SocketAddr::from(([127, 0, 0, 1], port)), &path);
-        child.kill().unwrap();
+        // Ctrl-C: the server stops and the command exits cleanly, promptly.
+        // SAFETY: kill(2) on our own child; no memory is touched.
+        unsafe {
+            libc::kill(child.id() as i32, libc::SIGINT);
+        }
+        let t0 = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if t0.elapsed() > Duration::from_secs(20) {
+                child.kill().unwrap();
+                panic!("explore did not stop on Ctrl-C within 20 s");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "exit after Ctrl-C: {:?}", out.status);
         assert_eq!(status, 200, "{url}");
         assert!(page.contains("entropy-lens explorer"));
         let err = String::from_utf8_lossy(&out.stderr);
