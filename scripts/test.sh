@@ -17,6 +17,9 @@ cargo run --release --quiet -- fetch-models
 step "unit, golden-parity, CLI, Hugging Face layout and explorer HTTP tests"
 cargo test --release
 
+step "the cluster recipes for real: a one-node Slurm cluster (job array + dependent merge) and two local shard processes"
+./scripts/slurm-check.sh
+
 step "notebook tool chain: Jupyter + evcxr_jupyter 0.22.0 (cached under ~/.cache/entropy-lens; ~12 min the first time)"
 ./scripts/setup-notebooks.sh
 step "execute every notebook headless with the evcxr kernel at smoke scale (any cell error fails)"

@@ -113,3 +113,26 @@ fn the_readme_family_example_is_the_mistral_file() {
         "README's family example differs from mistral.rs"
     );
 }
+
+/// The cluster recipes in docs/experiments.md are the scripts `scripts/slurm-check.sh` runs.
+#[test]
+fn the_cluster_recipes_are_the_checked_scripts() {
+    let doc = text("docs/experiments.md");
+    for script in [
+        "scripts/slurm/shards.sbatch",
+        "scripts/slurm/merge.sbatch",
+        "scripts/shards-local.sh",
+    ] {
+        let body = text(script);
+        assert!(
+            doc.contains(&format!("```bash\n{body}```")),
+            "docs/experiments.md does not show {script} as it is"
+        );
+    }
+    let check = text("scripts/slurm-check.sh");
+    assert!(check.contains("scripts/slurm/submit.sh") && check.contains("scripts/shards-local.sh"));
+    let submit = text("scripts/slurm/submit.sh");
+    assert!(
+        submit.contains("shards.sbatch") && submit.contains("--dependency=\"afterok:$shards\"")
+    );
+}
