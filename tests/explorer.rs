@@ -651,6 +651,25 @@ fn host_origin_and_token_are_checked() {
     let a = SocketAddr::from(([127, 0, 0, 1], open.addr().port()));
     assert_eq!(get(a, "/api/models").0, 401);
     assert_eq!(get(a, &format!("/api/models?token={t}")).0, 200);
+    // The URL other machines open: this machine's own address, which answers too.
+    if let Some(url) = open.network_url() {
+        assert!(
+            url.ends_with(&format!(":{}/?token={t}", open.addr().port())),
+            "{url}"
+        );
+        let ip: std::net::IpAddr = url[7..].split(':').next().unwrap().parse().unwrap();
+        assert!(!ip.is_loopback(), "{url}");
+        let own = SocketAddr::new(ip, open.addr().port());
+        let host = own.to_string();
+        let (status, _) = http(
+            own,
+            "GET",
+            &format!("/api/models?token={t}"),
+            &[("Host", &host)],
+            b"",
+        );
+        assert_eq!(status, 200, "{url}");
+    }
     open.stop();
 
     let weak = Explorer::start(ExploreConfig {

@@ -53,11 +53,14 @@ pub fn explore(args: &ExploreArgs, out: &mut impl Write) -> Result<()> {
             "warning: the explorer listens on {} — anyone on this network who has the URL can use it{}",
             args.host,
             if generated {
-                "; a token was generated: share the URL above, with its ?token=…"
+                "; a token was generated: share the URL, with its ?token=…"
             } else {
                 ""
             }
         ));
+        if let Some(url) = explorer.network_url() {
+            note(&format!("other machines on this network open {url}"));
+        }
     }
     // The URL last: whoever reads it has the warning already.
     writeln!(out, "{}", explorer.url()).map_err(|e| Error::io("<stdout>", e))?;

@@ -355,6 +355,23 @@ impl Explorer {
         &self.url
     }
 
+    /// The URL other machines open, when the server listens on every network: this machine's
+    /// address on its default route (found without sending anything). None on loopback, or
+    /// without a route.
+    pub fn network_url(&self) -> Option<String> {
+        if !self.addr.ip().is_unspecified() {
+            return None;
+        }
+        let probe = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+        // Connecting a UDP socket only picks the route; no packet leaves.
+        probe.connect("192.0.2.1:9").ok()?;
+        let ip = probe.local_addr().ok()?.ip();
+        if ip.is_unspecified() || ip.is_loopback() {
+            return None;
+        }
+        Some(self.url.replacen("127.0.0.1", &ip.to_string(), 1))
+    }
+
     /// The access token, when the server requires one.
     pub fn token(&self) -> Option<&str> {
         self.token.as_deref()
