@@ -18,7 +18,12 @@ step "unit, golden-parity, CLI, Hugging Face layout and explorer HTTP tests"
 cargo test --release
 
 step "the cluster recipes for real: a one-node Slurm cluster (job array + dependent merge) and two local shard processes"
-./scripts/slurm-check.sh
+rc=0; ./scripts/slurm-check.sh || rc=$?
+if [ "$rc" = 3 ]; then
+  echo "    SKIPPED: not root (the CI runs as root and runs it; see scripts/slurm-check.sh)"
+elif [ "$rc" != 0 ]; then
+  exit "$rc"
+fi
 
 step "notebook tool chain: Jupyter + evcxr_jupyter 0.22.0 (cached under ~/.cache/entropy-lens; ~12 min the first time)"
 ./scripts/setup-notebooks.sh

@@ -7,13 +7,16 @@
 #       scripts/slurm/submit.sh 8 runs/formats-llama formats --model meta-llama/Llama-3.2-1B-Instruct \
 #       --device cuda --scale paper
 #
-# EL_SBATCH: extra sbatch options for the shards (GPUs, CPUs, time, partition, account).
+# EL_SBATCH: extra sbatch options for the shards (GPUs, CPUs, time); an account or partition both
+# jobs need goes in SBATCH_ACCOUNT / SBATCH_PARTITION, which sbatch reads itself.
 # ENTROPY_LENS: the binary (default: entropy-lens on the PATH of the compute nodes).
-# A failed or preempted shard i is resubmitted alone and resumes:
-#   sbatch --array=i --export=ALL,EL_SHARDS=N,EL_OUT=OUT,EL_ARGS="..." scripts/slurm/shards.sbatch
+# ARGS are split on spaces (no argument may contain one).
+# After a failed or preempted shard: scancel the merge job (its dependency can no longer be met)
+# and run the same command again from the same folder: finished shards find their items done and
+# end at once, the others resume, then the merge runs.
 set -euo pipefail
 if [ $# -lt 3 ]; then
-  sed -n '2,14p' "$0" >&2
+  sed -n '2,17p' "$0" >&2
   exit 2
 fi
 n=$1 out=$2
