@@ -534,6 +534,7 @@ fn a_full_queue_is_429_and_a_closed_page_stops_its_generation() {
     assert!(text.contains("already waiting"), "{text}");
     drop(waiting);
     drop(running);
+    wait_idle(a);
 
     // Close a request's connection after its second token: it stops generating.
     let before = health(a)["models"][0]["generated_tokens"].as_u64().unwrap();
@@ -572,6 +573,22 @@ fn a_full_queue_is_429_and_a_closed_page_stops_its_generation() {
     }
     run(a, r#"{"prompt": "Still up?", "generate": 2}"#);
     ex.stop();
+}
+
+/// Waits until the model's worker has nothing running or waiting.
+fn wait_idle(a: SocketAddr) {
+    let t0 = Instant::now();
+    loop {
+        let h = health(a);
+        if h["models"][0]["running"] == 0 && h["models"][0]["waiting"] == 0 {
+            return;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "the worker never went idle"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 fn health(a: SocketAddr) -> Value {
