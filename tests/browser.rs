@@ -14,17 +14,6 @@ use std::time::Duration;
 /// One headless Chromium run; a run past it is killed with all its helper processes.
 const BROWSER_LIMIT: Duration = Duration::from_secs(90);
 
-fn chromium() -> PathBuf {
-    for c in ["chromium", "chromium-browser", "google-chrome"] {
-        if let Ok(out) = Command::new("which").arg(c).output() {
-            if out.status.success() {
-                return PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-            }
-        }
-    }
-    panic!("Chromium is not installed: `apt-get install chromium` (scripts/test.sh does it)");
-}
-
 /// Runs Chromium headless with `args`, offline, within [`BROWSER_LIMIT`]; once more if the first run
 /// hangs or fails (a fresh profile folder each time). Fails naming `report` and `step`.
 fn offline_chromium(
@@ -79,10 +68,10 @@ fn chromium_once(
         .unwrap_or(false);
     let mut cmd = if isolated {
         let mut c = Command::new("unshare");
-        c.arg("-n").arg(chromium());
+        c.arg("-n").arg(common::chromium());
         c
     } else {
-        Command::new(chromium())
+        Command::new(common::chromium())
     };
     common::output_within(cmd.args(&cmd_args), BROWSER_LIMIT)
 }

@@ -107,13 +107,14 @@ fn run(addr: SocketAddr, body: &str) -> (String, Value, String) {
     )
 }
 
-fn cli_profile(args: &[&str]) -> Value {
-    let model = common::smollm2().display().to_string();
+/// `profile --json` on `model` with the explorer's statistics (every prompt position, Rényi 0.5,
+/// 2 and 5, the top-5 tokens, the next token's trace) and `args`: one profile per line.
+fn cli_profiles(model: &str, args: &[&str]) -> Vec<Value> {
     let mut all = vec![
         "profile",
         "--json",
         "--model",
-        &model,
+        model,
         "--all-positions",
         "--alpha",
         "0.5",
@@ -125,8 +126,18 @@ fn cli_profile(args: &[&str]) -> Value {
         "next",
     ];
     all.extend_from_slice(args);
-    let out = common::ok(&all);
-    serde_json::from_str(out.trim()).unwrap()
+    common::ok(&all)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// [`cli_profiles`] of one prompt on the offline SmolLM2.
+fn cli_profile(args: &[&str]) -> Value {
+    let model = common::smollm2().display().to_string();
+    let mut profiles = cli_profiles(&model, args);
+    assert_eq!(profiles.len(), 1);
+    profiles.remove(0)
 }
 
 #[test]
@@ -275,31 +286,17 @@ fn waiting_requests_run_as_one_batch_equal_to_the_cli() {
     )
     .unwrap();
     let model = common::smollm2().display().to_string();
-    let cli = common::ok(&[
-        "profile",
-        "--json",
-        "--model",
+    let cli = cli_profiles(
         &model,
-        "--all-positions",
-        "--alpha",
-        "0.5",
-        "2",
-        "5",
-        "--top-k",
-        "5",
-        "--target",
-        "next",
-        "--prompts",
-        file.to_str().unwrap(),
-        "--generate",
-        "6",
-        "--batch-size",
-        "4",
-    ]);
-    let cli: Vec<Value> = cli
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+        &[
+            "--prompts",
+            file.to_str().unwrap(),
+            "--generate",
+            "6",
+            "--batch-size",
+            "4",
+        ],
+    );
     for ((stream, want), p) in streams.iter().zip(&cli).zip(prompts) {
         assert_eq!(
             event(stream, "started").unwrap()["batch"],
@@ -337,28 +334,19 @@ fn a_tuned_lens_reads_like_the_cli() {
         tuned["positions"], logit["positions"],
         "the tuned lens reads differently"
     );
-    let cli = common::ok(&[
-        "profile",
-        "--json",
-        "--model",
+    let cli = cli_profiles(
         model.to_str().unwrap(),
-        "--all-positions",
-        "--alpha",
-        "0.5",
-        "2",
-        "5",
-        "--top-k",
-        "5",
-        "--target",
-        "next",
-        "--prompt",
-        "hello world",
-        "--generate",
-        "3",
-        "--lens",
-        &format!("tuned:{}", lens.display()),
-    ]);
-    assert_eq!(tuned, serde_json::from_str::<Value>(cli.trim()).unwrap());
+        &[
+            "--prompt",
+            "hello world",
+            "--generate",
+            "3",
+            "--lens",
+            &format!("tuned:{}", lens.display()),
+        ],
+    );
+    assert_eq!(cli.len(), 1);
+    assert_eq!(tuned, cli[0]);
     ex.stop();
     // A lens that fits no model served is refused at start.
     let wrong = Explorer::start(ExploreConfig {

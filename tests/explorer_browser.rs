@@ -25,17 +25,6 @@ use tungstenite::{Message, WebSocket};
 /// The whole browser session; past it the test fails.
 const LIMIT: Duration = Duration::from_secs(240);
 
-fn chromium() -> PathBuf {
-    for c in ["chromium", "chromium-browser", "google-chrome"] {
-        if let Ok(out) = Command::new("which").arg(c).output() {
-            if out.status.success() {
-                return PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-            }
-        }
-    }
-    panic!("Chromium is not installed: `apt-get install chromium` (scripts/test.sh does it)");
-}
-
 /// Chromium and all its helper processes, killed together when dropped.
 struct Browser(Child);
 
@@ -206,7 +195,7 @@ fn the_explorer_works_in_chromium() {
     let downloads = tmp.path().join("downloads");
     std::fs::create_dir_all(&downloads).unwrap();
     let _browser = Browser(
-        Command::new(chromium())
+        Command::new(common::chromium())
             .args([
                 "--headless",
                 "--no-sandbox",

@@ -68,3 +68,15 @@ pub fn u32s(v: &Value) -> Vec<u32> {
 pub fn cli() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_entropy-lens"))
 }
+
+/// The Chromium executable (Debian's `chromium`; `scripts/test.sh` installs it).
+pub fn chromium() -> PathBuf {
+    for c in ["chromium", "chromium-browser", "google-chrome"] {
+        if let Ok(out) = std::process::Command::new("which").arg(c).output() {
+            if out.status.success() {
+                return PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+            }
+        }
+    }
+    panic!("Chromium is not installed: `apt-get install chromium` (scripts/test.sh does it)");
+}
