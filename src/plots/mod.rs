@@ -160,7 +160,8 @@ impl Chart {
     }
 }
 
-fn escape(s: &str) -> String {
+/// Text for HTML element content.
+pub(crate) fn escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

@@ -3,18 +3,11 @@
 //! embedded once, like the notebooks' exported reports.
 
 use super::charts::{delta_bars, entropy_heatmap, target_trace, HeatMetric};
-use super::plotly_js_script;
+use super::{escape, plotly_js_script};
 use crate::analysis::Table;
 use crate::error::Result;
 use crate::model::TextTokenizer;
 use crate::profile::EntropyProfile;
-
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
 
 /// One profile of a report.
 pub struct ReportItem<'a> {
