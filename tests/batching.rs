@@ -112,6 +112,30 @@ fn batched_equals_alone(model: &Path, chunk: Option<usize>) {
     for (b, a) in prof.run_batch(&reqs).unwrap().iter().zip(&alone) {
         compare(b, a);
     }
+    // Scored as one batch: the same profiles, and each prompt's next-token logits as `run_scored`
+    // gives them alone (what MMLU and skip read their answers from).
+    prof.set_batch_size(reqs.len()).unwrap();
+    let scored = prof.run_batch_scored(&reqs, None).unwrap();
+    assert_eq!(scored.len(), reqs.len());
+    for ((req, (profile, logits)), a) in reqs.iter().zip(&scored).zip(&alone) {
+        compare(profile, a);
+        let (_, want) = prof.run_scored(req, None).unwrap();
+        assert_eq!(logits.len(), want.len());
+        let worst = logits
+            .iter()
+            .zip(&want)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0f32, f32::max);
+        assert!(
+            worst < 1e-3,
+            "{:?}: next-token logits differ by {worst}",
+            req.prompt
+        );
+        assert_eq!(
+            entropy_lens::runner::argmax(logits),
+            entropy_lens::runner::argmax(&want)
+        );
+    }
 }
 
 #[test]

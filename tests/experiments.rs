@@ -914,6 +914,65 @@ fn skip_ranks_and_skips_blocks_as_transformers_does() {
 }
 
 #[test]
+fn mmlu_and_skip_batched_answer_as_one_at_a_time() {
+    // Questions of different lengths in one left-padded batch: the same answers, trials and
+    // skipped blocks as each question alone, letter probabilities within rounding.
+    let model = common::smollm2();
+    let tmp = tempfile::tempdir().unwrap();
+    for (experiment, extra, n_items) in [
+        (
+            "mmlu",
+            &["--n", "2", "--tokens", "2", "--k", "1", "--folds", "2"][..],
+            6,
+        ),
+        ("skip", &["--n", "3"][..], 3),
+    ] {
+        let run = |batch: &str| {
+            let dir = tmp.path().join(format!("{experiment}-{batch}"));
+            let mut args = vec!["experiment", experiment, "--model", s(&model)];
+            args.extend(extra);
+            args.extend(["--batch", batch, "--out", s(&dir)]);
+            ok(&args);
+            check_outputs(&dir, n_items);
+            records(&dir)
+        };
+        let (alone, batched) = (run("1"), run(&n_items.to_string()));
+        let lengths: std::collections::BTreeSet<usize> = alone
+            .iter()
+            .map(|r| r["profile"]["prompt_ids"].as_array().unwrap().len())
+            .collect();
+        assert!(
+            lengths.len() > 1,
+            "{experiment}: prompts of one length {lengths:?}"
+        );
+        for (a, b) in alone.iter().zip(&batched) {
+            let id = &a["id"];
+            assert_eq!(a["id"], b["id"]);
+            assert_eq!(a["chosen"], b["chosen"], "{experiment} {id}");
+            assert_eq!(
+                a["profile"]["generated_ids"], b["profile"]["generated_ids"],
+                "{experiment} {id}"
+            );
+            let close = |x: &Value, y: &Value, what: &str| {
+                for (p, q) in letter_probs(x).iter().zip(letter_probs(y)) {
+                    assert!((p - q).abs() < 1e-5, "{experiment} {id} {what}: {p} vs {q}");
+                }
+            };
+            close(&a["letter_probs"], &b["letter_probs"], "unskipped");
+            let trials = |r: &Value| r["trials"].as_array().cloned().unwrap_or_default();
+            let (ta, tb) = (trials(a), trials(b));
+            assert_eq!(ta.len(), tb.len());
+            assert_eq!(ta.len(), if experiment == "skip" { 15 } else { 0 });
+            for (x, y) in ta.iter().zip(&tb) {
+                assert_eq!(x["skipped"], y["skipped"], "{experiment} {id}");
+                assert_eq!(x["chosen"], y["chosen"], "{experiment} {id}");
+                close(&x["letter_probs"], &y["letter_probs"], "trial");
+            }
+        }
+    }
+}
+
+#[test]
 fn a_killed_mmlu_run_resumes_to_a_byte_identical_result() {
     let model = common::smollm2();
     let tmp = tempfile::tempdir().unwrap();

@@ -337,7 +337,7 @@ pub struct ExperimentArgs {
     /// Prompt style of the skip experiment: base (default), instruct or humble.
     #[arg(long)]
     pub style: Option<String>,
-    /// Items measured together: prompts as one left-padded batch, images in one pass [default: 8 on the CPU, 32 on a GPU]. Recorded in config.json: a resume must use the same (profiles agree with --batch 1 to 1e-5 nats or better, not bitwise). MMLU and skip score one question at a time.
+    /// Items measured together: prompts as one left-padded batch, images in one pass [default: 8 on the CPU, 32 on a GPU]. Recorded in config.json: a resume must use the same (profiles agree with --batch 1 to 1e-5 nats or better, not bitwise). Skip trials run one question at a time (each has its own skipped blocks).
     #[arg(long)]
     pub batch: Option<usize>,
     /// Print result.json instead of tables.

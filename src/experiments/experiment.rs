@@ -419,12 +419,12 @@ impl<'a> Batch<'a> {
         self.done.iter().all(|d| *d)
     }
 
-    /// Records made by `make` from each (item, measurement), for the items still to record.
-    pub fn keep_todo<T>(
+    /// What `make` makes of each (item, measurement) — records — for the items still to record.
+    pub fn keep_todo<T, R>(
         &self,
         measured: impl IntoIterator<Item = (&'a &'a WorkItem, T)>,
-        make: impl Fn(&WorkItem, T) -> Record,
-    ) -> Vec<Record> {
+        make: impl Fn(&WorkItem, T) -> R,
+    ) -> Vec<R> {
         measured
             .into_iter()
             .zip(&self.done)

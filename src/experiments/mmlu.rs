@@ -26,8 +26,8 @@ use crate::analysis::{knn_cross_validate, KnnCvConfig, Labels, Table};
 use crate::data::mmlu_questions::PromptStyle;
 use crate::error::{Error, Result};
 use crate::plots::{profile_bands, Band, Chart};
-use crate::profile::{aggregate, Aggregation};
-use crate::runner::Profiler;
+use crate::profile::{aggregate, Aggregation, EntropyProfile};
+use crate::runner::{ProfileRequest, Profiler};
 
 /// Table 4 (instruction-tuned Llama and Gemma): model, prompt style, LLM accuracy (%), kNN ROC-AUC
 /// (%) correct vs wrong, std.
@@ -114,12 +114,18 @@ impl Experiment for Mmlu {
         cx.log(&format!("option letters compared as token ids {:?}", letters.ids))
     }
 
-    /// Each question alone: its profile over `tokens` greedy tokens, and the answer.
+    /// The batch's questions as one left-padded batch: each profile over `tokens` greedy tokens,
+    /// and each answer from the next-token logits after its prompt.
     fn measure(cx: &Cx<'_, Self>, profiler: &mut Profiler, batch: &Batch<'_>) -> Result<Vec<Record>> {
         let letters = LetterTokens::new(&profiler.tokenizer)?;
+        let reqs: Vec<ProfileRequest> = batch.items().iter().map(|i| cx.request(i)).collect();
+        let scored = profiler.run_batch_scored(&reqs, None)?;
+        let measured = batch.items().iter().zip(reqs.iter().zip(scored));
         batch
-            .todo()
-            .map(|item| measure(cx.spec, profiler, &letters, item, &cx.request(item)))
+            .keep_todo(measured, |item, (req, (profile, logits))| {
+                answer(cx.spec, profiler, &letters, item, req, profile, &logits)
+            })
+            .into_iter()
             .collect()
     }
 
@@ -144,16 +150,17 @@ impl Experiment for Mmlu {
     }
 }
 
-/// Runs one item: the profile over `tokens` greedy tokens and the answer.
-fn measure(
+/// The record of one item from its profile and the next-token logits after its prompt.
+fn answer(
     spec: &MmluSpec,
-    profiler: &mut Profiler,
+    profiler: &Profiler,
     letters: &LetterTokens,
     item: &WorkItem,
-    req: &crate::runner::ProfileRequest,
+    req: &ProfileRequest,
+    profile: EntropyProfile,
+    logits: &[f32],
 ) -> Result<Record> {
-    let (profile, logits) = profiler.run_scored(req, None)?;
-    let letter_probs = letters.probs(&logits)?;
+    let letter_probs = letters.probs(logits)?;
     let (chosen, generated) = match spec.method {
         AnswerMethod::Letters => (most_probable(&letter_probs), None),
         AnswerMethod::Generate => (

@@ -32,8 +32,9 @@ pub struct RunOptions {
     /// Batches are fixed slices of this shard's items, and a resumed run reruns a batch it had
     /// only partly recorded, so a resume gives the same bytes as an uninterrupted run at the same
     /// batch size (a resume at another size is refused). Profiles at different batch sizes agree
-    /// to 1e-5 nats or better, not bitwise; MMLU and skipping score one question at a time
-    /// whatever the batch.
+    /// to 1e-5 nats or better, not bitwise. MMLU batches its questions too; skipping batches
+    /// its questions' unskipped pass, and runs each question's trials alone (a trial's skipped
+    /// blocks are its question's own).
     pub batch: Option<usize>,
 }
 

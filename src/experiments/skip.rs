@@ -26,7 +26,7 @@ use crate::analysis::Table;
 use crate::data::mmlu_questions::PromptStyle;
 use crate::error::{Error, Result};
 use crate::plots::{delta_mean_bars, skip_curves, Chart};
-use crate::profile::{blocks_to_skip, Aggregation, SkipStrategy};
+use crate::profile::{blocks_to_skip, Aggregation, EntropyProfile, SkipStrategy};
 use crate::runner::{ProfileRequest, Profiler};
 
 /// The three ways of choosing blocks, in the order of the result's curves.
@@ -108,15 +108,28 @@ impl Experiment for Skip {
         cx.log(&format!("option letters compared as token ids {:?}", letters.ids))
     }
 
-    /// Each question alone, unskipped then with blocks skipped.
+    /// The batch's questions unskipped as one left-padded batch (profile with layer 0, answer),
+    /// then each question's trials alone: a trial's skipped blocks are its own (chosen from its
+    /// question's ΔH), and the model skips blocks for a whole batch.
     fn measure(cx: &Cx<'_, Self>, profiler: &mut Profiler, batch: &Batch<'_>) -> Result<Vec<Record>> {
         let letters = LetterTokens::new(&profiler.tokenizer)?;
+        // Block 1 is ranked by its ΔH against the embedding output.
+        let reqs: Vec<ProfileRequest> = batch
+            .items()
+            .iter()
+            .map(|i| cx.request(i).include_embed(true))
+            .collect();
+        profiler.model.set_skipped_blocks(&[])?;
+        let scored = profiler.run_batch_scored(&reqs, None)?;
+        let measured = batch.items().iter().zip(reqs.iter().zip(scored));
         batch
-            .todo()
-            .map(|item| {
-                // Block 1 is ranked by its ΔH against the embedding output.
-                let req = cx.request(item).include_embed(true);
-                measure(cx.spec, cx.cfg.seed, profiler, &letters, item, &req)
+            .keep_todo(measured, |item, (req, (profile, logits))| {
+                (item.clone(), req.clone(), profile, logits)
+            })
+            .into_iter()
+            .map(|(item, req, profile, logits)| {
+                let record = unskipped(cx.spec, profiler, &letters, &item, &req, profile, &logits)?;
+                with_trials(cx.spec, cx.cfg.seed, profiler, &letters, &item, &req, record)
             })
             .collect()
     }
@@ -169,19 +182,17 @@ fn strategy(name: &str, seed: u64) -> SkipStrategy {
     }
 }
 
-/// Runs one question: unskipped (the profile with layer 0, the answer), then once per fraction and
-/// strategy with the chosen blocks skipped.
-fn measure(
+/// The record of one question unskipped: its profile (with layer 0) and its answer.
+fn unskipped(
     spec: &SkipSpec,
-    seed: u64,
-    profiler: &mut Profiler,
+    profiler: &Profiler,
     letters: &LetterTokens,
     item: &WorkItem,
     req: &ProfileRequest,
+    profile: EntropyProfile,
+    logits: &[f32],
 ) -> Result<Record> {
-    profiler.model.set_skipped_blocks(&[])?;
-    let (profile, logits) = profiler.run_scored(req, None)?;
-    let letter_probs = letters.probs(&logits)?;
+    let letter_probs = letters.probs(logits)?;
     let answer = Answer {
         style: spec.style.name().into(),
         prompt: profiler.model_text(req)?,
@@ -193,7 +204,20 @@ fn measure(
         letter_ids: letters.ids.clone(),
         trials: Vec::new(),
     };
-    let mut record = Record::answered(item, profile, answer);
+    Ok(Record::answered(item, profile, answer))
+}
+
+/// Adds the question's trials to its record: the answer once per fraction and strategy with the
+/// chosen blocks skipped.
+fn with_trials(
+    spec: &SkipSpec,
+    seed: u64,
+    profiler: &mut Profiler,
+    letters: &LetterTokens,
+    item: &WorkItem,
+    req: &ProfileRequest,
+    mut record: Record,
+) -> Result<Record> {
     let dh = block_deltas(&record)?;
     let l = dh.len();
     let blind = ProfileRequest {
@@ -211,8 +235,9 @@ fn measure(
             let skipped = blocks_to_skip(dh.view(), 1, strategy(name, s), n);
             profiler.model.set_skipped_blocks(&skipped)?;
             // Only the answer: the final block's logits, without the lens at every block.
-            let logits = profiler.next_token_logits(&blind)?;
-            let letter_probs = letters.probs(&logits)?;
+            let logits = profiler.next_token_logits(&blind);
+            profiler.model.set_skipped_blocks(&[])?;
+            let letter_probs = letters.probs(&logits?)?;
             trials.push(SkipTrial {
                 strategy: name.into(),
                 fraction: f,
@@ -222,7 +247,6 @@ fn measure(
             });
         }
     }
-    profiler.model.set_skipped_blocks(&[])?;
     if let Some(a) = record.answer.as_mut() {
         a.trials = trials;
     }

@@ -411,6 +411,22 @@ impl Profiler {
         reqs: &[ProfileRequest],
         observer: &dyn TokenObserver,
     ) -> Result<Vec<EntropyProfile>> {
+        Ok(self
+            .run_batch_scored(reqs, Some(observer))?
+            .into_iter()
+            .map(|(profile, _)| profile)
+            .collect())
+    }
+
+    /// As [`Profiler::run_batch_observed`], each profile with the model's own next-token logits
+    /// after its prompt, as [`Profiler::run_scored`] returns them (e.g. to score answer options
+    /// for a batch of questions).
+    pub fn run_batch_scored(
+        &mut self,
+        reqs: &[ProfileRequest],
+        observer: Option<&dyn TokenObserver>,
+    ) -> Result<Vec<(EntropyProfile, Vec<f32>)>> {
+        let observer = observer.unwrap_or(&Unobserved);
         let mut out = Vec::with_capacity(reqs.len());
         let size = self.batch_size.max(1);
         for (g, group) in reqs.chunks(size).enumerate() {
@@ -419,7 +435,7 @@ impl Profiler {
                 offset: g * size,
             };
             if let [req] = group {
-                out.push(self.run_scored(req, Some(&shifted))?.0);
+                out.push(self.run_scored(req, Some(&shifted))?);
             } else {
                 out.extend(self.run_padded(group, &shifted)?);
             }
@@ -589,7 +605,7 @@ impl Profiler {
         &mut self,
         reqs: &[ProfileRequest],
         observer: &dyn TokenObserver,
-    ) -> Result<Vec<EntropyProfile>> {
+    ) -> Result<Vec<(EntropyProfile, Vec<f32>)>> {
         for req in reqs {
             check_sampling(&req.sampling)?;
         }
@@ -679,6 +695,8 @@ impl Profiler {
             }
         }
 
+        let first_logits = logits.clone();
+
         // Generation: `active` lists the batch rows still running, in the model's row order.
         let mut generated: Vec<Vec<u32>> = vec![Vec::new(); b];
         let mut active: Vec<usize> = (0..b).filter(|&r| reqs[r].generate > 0).collect();
@@ -744,7 +762,8 @@ impl Profiler {
             .zip(prompts)
             .zip(generated)
             .zip(entries)
-            .map(|(((req, p), g), e)| self.assemble(req, p, g, e))
+            .zip(first_logits)
+            .map(|((((req, p), g), e), first)| Ok((self.assemble(req, p, g, e)?, first)))
             .collect()
     }
 
