@@ -7,8 +7,9 @@
 //!     [--prompts FILE.jsonl] [--batch-size B]
 //! ```
 //!
-//! Cases: `b1x32` (one prompt, 32 tokens), `b8x32` and `b8x256` (8 prompts × 32 or 256 tokens, run
-//! as one batch unless `--batch-size` says otherwise). Every case computes the Shannon entropy (and
+//! Cases: `b1x32` (one prompt, 32 tokens), `b8x32` and `b8x256` (8 prompts × 32 or 256 tokens),
+//! `b32x32` (32 prompts × 32 tokens: the eight prompts four times over), each run as one batch
+//! unless `--batch-size` says otherwise. Every case computes the Shannon entropy (and
 //! the top-p count, which the lens always computes) at every block for every generated token,
 //! greedily, past the end-of-sequence token. Prints one JSON line: median tokens/s over the
 //! repetitions (after a warm-up), each repetition, the same batch decoded with no lens at all (the
@@ -91,7 +92,8 @@ fn main() {
         "b1x32" => (1, 32),
         "b8x32" => (8, 32),
         "b8x256" => (8, 256),
-        other => panic!("unknown case {other} (b1x32, b8x32, b8x256)"),
+        "b32x32" => (32, 32),
+        other => panic!("unknown case {other} (b1x32, b8x32, b8x256, b32x32)"),
     };
     let reps: usize = arg(&args, "--reps").map_or(3, |r| r.parse().expect("--reps N"));
     let dtype = match arg(&args, "--dtype").as_deref() {
@@ -112,7 +114,9 @@ fn main() {
         }
         None => PROMPTS.lines().map(str::to_string).collect(),
     };
-    let prompts = &prompts[..n_prompts.min(prompts.len())];
+    // More prompts than the file holds: the file again from its start.
+    let prompts: Vec<String> = prompts.iter().cycle().take(n_prompts).cloned().collect();
+    let prompts = &prompts[..];
 
     let loaded = load(
         &ModelSource::parse(&model.to_string_lossy()).unwrap(),

@@ -11,12 +11,17 @@ one machine, with the same model (SmolLM2-135M, float32, on the CPU):
   (c) entropy-lens - `cargo bench --bench throughput` (the library's batched runner).
 
 Each pipeline computes the Shannon entropy at every block for every generated token (greedy, past
-the end of sequence). Cases: 1 prompt x 32 tokens, 8 prompts x 32 tokens, 8 prompts x 256 tokens.
+the end of sequence). Cases: 1 prompt x 32 tokens, 8 prompts x 32 tokens, 8 prompts x 256 tokens,
+32 prompts x 32 tokens (the eight prompts four times over).
 Every (pipeline, case) runs in its own process, so its peak resident memory is its own; tokens/s is
 the median over repetitions after a warm-up. The machine's memory read bandwidth and f32 GEMM rate
 are measured by the same script (torch, same threads) so the figures can be read against them.
 
     ~/.cache/entropy-lens/pyref/bin/python scripts/compare-pipelines.py [--reps 3] [--quick]
+        [--cases b1x32,b8x32,b8x256,b32x32] [--pipelines authors,hooks,entropy-lens]
+
+`--pipelines entropy-lens` measures only the library against this machine's limits (no
+transformers needed beyond reading the model's shape).
 
 Needs torch, transformers (>= 5; GGUF loading needs `gguf`) and numpy; prints the Markdown table
 that docs/benchmarks.md records. `--quick`: one repetition. The authors' approach runs one prompt at
@@ -39,7 +44,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # The same eight prompts as benches/throughput.rs (one per line).
 PROMPTS = (ROOT / "benches" / "prompts.txt").read_text(encoding="utf-8").splitlines()
-CASES = {"b1x32": (1, 32), "b8x32": (8, 32), "b8x256": (8, 256)}
+CASES = {"b1x32": (1, 32), "b8x32": (8, 32), "b8x256": (8, 256), "b32x32": (32, 32)}
+PIPELINES = ["authors", "hooks", "entropy-lens"]
 
 
 def model_file():
@@ -151,7 +157,8 @@ def worker(pipeline, case, reps, authors_prompts):
     import torch
 
     n_prompts, tokens = CASES[case]
-    prompts = PROMPTS[:n_prompts]
+    # More prompts than the file holds: the file again from its start (as the bench does).
+    prompts = [PROMPTS[i % len(PROMPTS)] for i in range(n_prompts)]
     if pipeline == "authors" and authors_prompts:
         prompts = prompts[:authors_prompts]
     tok, model = load_torch_model(model_file())
@@ -224,11 +231,21 @@ def main():
     ap.add_argument("--authors-prompts", type=int, default=0)
     ap.add_argument("--limits", action="store_true")
     ap.add_argument("--json", type=Path, help="also write every measurement here")
+    ap.add_argument("--cases", default="b1x32,b8x32,b8x256",
+                    help=f"comma-separated, of {', '.join(CASES)}")
+    ap.add_argument("--pipelines", default=",".join(PIPELINES),
+                    help=f"comma-separated, of {', '.join(PIPELINES)}")
     args = ap.parse_args()
     if args.worker:
         return worker(*args.worker, args.reps, args.authors_prompts)
     if args.limits:
         return limits()
+    if unknown := set(args.cases.split(",")) - set(CASES):
+        sys.exit(f"unknown cases {sorted(unknown)}: choose among {list(CASES)}")
+    cases = {c: CASES[c] for c in args.cases.split(",")}
+    pipelines = [p for p in PIPELINES if p in args.pipelines.split(",")]
+    if unknown := set(args.pipelines.split(",")) - set(PIPELINES):
+        sys.exit(f"unknown pipelines {sorted(unknown)}: choose among {PIPELINES}")
 
     reps = 1 if args.quick else args.reps
     me = [sys.executable, __file__]
@@ -237,8 +254,8 @@ def main():
     started = time.strftime("%Y-%m-%d %H:%M")
     results = {"limits": child(me + ["--limits"])}
     rows = []
-    for case, (n_prompts, tokens) in CASES.items():
-        for pipeline in ["authors", "hooks", "entropy-lens"]:
+    for case, (n_prompts, tokens) in cases.items():
+        for pipeline in pipelines:
             if pipeline == "entropy-lens":
                 cmd = ["cargo", "bench", "-q", "--bench", "throughput", "--",
                        "--case", case, "--reps", str(reps), "--dtype", "f32"]
@@ -278,25 +295,41 @@ def main():
           f"{flops_token / 1e9:.2f} GFLOP per generated token with the lens at all {L} blocks.\n")
     by = {(r["case"], r["pipeline"]): r for r in rows}
     print("| case | pipeline | tokens/s (median) | peak RSS (MiB) | entropy-lens ÷ this | "
-          "% of this machine's limit |")
-    print("|---|---|---|---|---|---|")
-    for case, (n_prompts, tokens) in CASES.items():
-        ours = by[(case, "entropy-lens")]["tokens_per_s"]
+          "% of this machine's limit | limit (tokens/s), bound by |")
+    print("|---|---|---|---|---|---|---|")
+    for case, (n_prompts, tokens) in cases.items():
+        ours = by.get((case, "entropy-lens"), {}).get("tokens_per_s")
         # Batch 1 reads every weight once per token; a batch of b shares that read across b tokens.
         mem_bound = lim["bandwidth_gb_s"] * 1e9 / weight_bytes * n_prompts
         compute_bound = lim["gemm_gflop_s"] * 1e9 / flops_token
         limit = min(mem_bound, compute_bound)
-        for pipeline in ["authors", "hooks", "entropy-lens"]:
+        for pipeline in pipelines:
             r = by[(case, pipeline)]
             label = {"authors": "authors' approach (full forward per token)",
                      "hooks": "transformers + KV cache + hooks",
                      "entropy-lens": "entropy-lens"}[pipeline]
             extra = f" ({r['prompts']} of {n_prompts} prompts)" if r["prompts"] != n_prompts else ""
-            ratio = "1" if pipeline == "entropy-lens" else f"{ours / r['tokens_per_s']:.1f}×"
+            ratio = ("1" if pipeline == "entropy-lens" else
+                     "—" if ours is None else f"{ours / r['tokens_per_s']:.1f}×")
             print(f"| {n_prompts} × {tokens} | {label}{extra} | {r['tokens_per_s']:.2f} | "
-                  f"{r['peak_rss_mib']:.0f} | {ratio} | {100 * r['tokens_per_s'] / limit:.0f} % |")
+                  f"{r['peak_rss_mib']:.0f} | {ratio} | {100 * r['tokens_per_s'] / limit:.0f} % | "
+                  f"{limit:.0f}, {'memory' if mem_bound < compute_bound else 'compute'} |")
     print(f"\nLimit per case: min(memory-bound {lim['bandwidth_gb_s']:.0f} GB/s ÷ weights × prompts "
           f"per step, compute-bound GEMM rate ÷ FLOP per token).")
+    # Where entropy-lens' time goes: the bench also decodes the same batch with no lens at all.
+    ours_rows = [(c, by[(c, "entropy-lens")]) for c in cases if (c, "entropy-lens") in by]
+    if ours_rows:
+        lens_flop = 2 * L * V * d
+        print("\n| case | with the lens (tokens/s) | no lens (tokens/s) | lens, ms per token | "
+              "lens GFLOP/s (product + statistics) | ÷ the measured GEMM rate |")
+        print("|---|---|---|---|---|---|")
+        for case, r in ours_rows:
+            n_prompts, tokens = cases[case]
+            lens_s = 1 / r["tokens_per_s"] - 1 / r["no_lens_tokens_per_s"]
+            rate = lens_flop / lens_s / 1e9
+            print(f"| {n_prompts} × {tokens} | {r['tokens_per_s']:.2f} | "
+                  f"{r['no_lens_tokens_per_s']:.2f} | {1e3 * lens_s:.1f} | {rate:.0f} | "
+                  f"{100 * rate / lim['gemm_gflop_s']:.0f} % |")
 
 
 if __name__ == "__main__":
