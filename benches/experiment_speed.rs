@@ -125,7 +125,7 @@ fn main() {
         let trials_s = t2.elapsed().as_secs_f64();
         if trials > 0 {
             splits.push(format!(
-                "{name}'s work redone by `profile`: the unskipped pass of its {} questions {unskipped_s:.1} s; \
+                "{name}'s work redone by `profile`: loading the model and the unskipped pass of its {} questions {unskipped_s:.1} s; \
                  its {trials} trials {trials_s:.1} s ({:.0} ms each).",
                 records.len(),
                 1000.0 * trials_s / trials as f64

@@ -326,6 +326,11 @@ def main():
         for case, r in ours_rows:
             n_prompts, tokens = cases[case]
             lens_s = 1 / r["tokens_per_s"] - 1 / r["no_lens_tokens_per_s"]
+            if lens_s <= 0:
+                # Noise: the run with the lens was not slower than the run without.
+                print(f"| {n_prompts} × {tokens} | {r['tokens_per_s']:.2f} | "
+                      f"{r['no_lens_tokens_per_s']:.2f} | — | — | — |")
+                continue
             rate = lens_flop / lens_s / 1e9
             print(f"| {n_prompts} × {tokens} | {r['tokens_per_s']:.2f} | "
                   f"{r['no_lens_tokens_per_s']:.2f} | {1e3 * lens_s:.1f} | {rate:.0f} | "

@@ -2,7 +2,9 @@
 # The runs behind docs/results.md, on the two offline models, CPU. Resumable: rerun after a kill and
 # it continues where it stopped. Usage: scripts/results.sh [RUNS_DIR] (default runs/results).
 # Needs data/tinystories/valid.jsonl (or TINYSTORIES=path) and data/mmlu/test.jsonl
-# (or MMLU=path). About 5.5 h on a 2-core CPU, plus about 3.7 h for the tuned-lens runs at the end (see docs/results.md).
+# (or MMLU=path). Each step's wall time is appended to RUNS_DIR/timings.tsv (step, seconds, when,
+# done/failed/interrupted; a resumed step adds a line, so a step's time is the sum of its lines) and
+# the script ends by printing the sums.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-runs/results}"
@@ -17,7 +19,25 @@ cp "$CARGO_TARGET_DIR/release/entropy-lens" "$EL"
 M="${ENTROPY_LENS_MODELS:-$HOME/.cache/entropy-lens/models}"
 SMOL="$M/SmolLM2-135M-Instruct.Q4_1.gguf"
 GEMMA="$M/gemma-3-270m-q4_k_m.gguf"
-run() { echo "==> entropy-lens experiment $*"; "$EL" experiment "$@"; }
+TIMES="$OUT/timings.tsv"
+# Runs "$@" and appends its wall time under the name $1, also when it fails or is interrupted
+# (Ctrl-C, TERM); only a SIGKILL of the script loses the time of the step it was in.
+timed() {
+  local name="$1" t0 rc=0
+  shift
+  t0=$(date +%s)
+  log_time() { printf '%s\t%s\t%s\t%s\n' "$name" "$(($(date +%s) - t0))" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$1" >>"$TIMES"; }
+  trap 'log_time interrupted; exit 130' INT TERM
+  "$@" || rc=$?
+  trap - INT TERM
+  if [ "$rc" -eq 0 ]; then log_time done; else log_time "failed ($rc)"; fi
+  return "$rc"
+}
+# One experiment, named by its output folder (the last argument).
+run() {
+  echo "==> entropy-lens experiment $*"
+  timed "$(basename "${*: -1}")" "$EL" experiment "$@"
+}
 for model in "$SMOL" "$GEMMA"; do
   name="$(basename "$model" .gguf)"
   run validate --model "$model" --scale paper --n 50 --out "$OUT/validate-$name"
@@ -33,10 +53,10 @@ for model in "$SMOL" "$GEMMA"; do
   name="$(basename "$model" .gguf)"
   run tasks --model "$model" --scale paper --n 100 --data "$STORIES" --temperature 1 --out "$OUT/tasks-sampled-$name"
 done
-# 64 tokens instead of the paper's 256, to fit a 2-core CPU: the three Rényi orders cost three passes
-# over the vocabulary per block and token (Gemma's vocabulary is 262k tokens). 8 windows of 8 tokens.
-run formats --model "$SMOL" --scale paper --n 100 --tokens 64 --out "$OUT/formats-$(basename "$SMOL" .gguf)"
-run formats --model "$GEMMA" --scale paper --n 100 --tokens 64 --out "$OUT/formats-$(basename "$GEMMA" .gguf)"
+# The paper's 256 tokens, 8 windows of 32; the three Rényi orders from the same generation.
+# (Folders named by the token count: a RUNS_DIR holding the earlier 64-token runs resumes.)
+run formats --model "$SMOL" --scale paper --n 100 --tokens 256 --out "$OUT/formats-256-$(basename "$SMOL" .gguf)"
+run formats --model "$GEMMA" --scale paper --n 100 --tokens 256 --out "$OUT/formats-256-$(basename "$GEMMA" .gguf)"
 # MMLU (Table 4, Figure 6): 150 questions of the test split (seeded, subject-stratified) in the three
 # styles; skipping on 60 questions (Base style). Needs data/mmlu/test.jsonl (or MMLU=path).
 MMLU="${MMLU:-data/mmlu/test.jsonl}"
@@ -51,13 +71,19 @@ run family --scale paper --out "$OUT/family"
 # TinyStories stories 301-1000 (the task prompts use the first 100), then Tables 1-3 read through it.
 # Gemma's budget is a quarter of SmolLM2's: its 262k-token vocabulary makes each token ~4x dearer.
 LENSES="$OUT/lenses"
-"$EL" train-lens --model "$SMOL" --data "$STORIES" --skip-records 300 --out "$LENSES/$(basename "$SMOL" .gguf)"
-"$EL" train-lens --model "$GEMMA" --data "$STORIES" --skip-records 300 --tokens 16384 --step-tokens 512 \
-  --out "$LENSES/$(basename "$GEMMA" .gguf)"
+timed "lens-$(basename "$SMOL" .gguf)" "$EL" train-lens --model "$SMOL" --data "$STORIES" --skip-records 300 \
+  --out "$LENSES/$(basename "$SMOL" .gguf)"
+timed "lens-$(basename "$GEMMA" .gguf)" "$EL" train-lens --model "$GEMMA" --data "$STORIES" --skip-records 300 \
+  --tokens 16384 --step-tokens 512 --out "$LENSES/$(basename "$GEMMA" .gguf)"
 for model in "$SMOL" "$GEMMA"; do
   name="$(basename "$model" .gguf)"
   lens="tuned:$LENSES/$name"
   run validate --model "$model" --scale paper --n 50 --lens "$lens" --out "$OUT/validate-tuned-$name"
   run tasks --model "$model" --scale paper --n 100 --data "$STORIES" --lens "$lens" --out "$OUT/tasks-tuned-$name"
-  run formats --model "$model" --scale paper --n 100 --tokens 64 --lens "$lens" --out "$OUT/formats-tuned-$name"
+  run formats --model "$model" --scale paper --n 100 --tokens 256 --lens "$lens" --out "$OUT/formats-256-tuned-$name"
 done
+echo "==> wall time per step (seconds, summed over resumes; $TIMES)"
+awk -F'\t' '{ s[$1] += $2; if (!($1 in o)) o[$1] = n++ } END {
+  for (k in o) order[o[k]] = k
+  for (i = 0; i < n; i++) { printf "%-52s %8d\n", order[i], s[order[i]]; t += s[order[i]] }
+  printf "%-52s %8d (%.2f h)\n", "total", t, t / 3600 }' "$TIMES"
