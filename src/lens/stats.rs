@@ -210,24 +210,27 @@ fn exp_f32(x: f32) -> f32 {
 }
 
 /// Writes `e_i = exp(scale·(z_i − m))` into `out` (when given) and returns `(Σ e, Σ e·(z − m))`.
+///
+/// Each block of 64 is exponentiated first (a loop the compiler vectorizes to the widest
+/// registers the caller enables), then summed into 8 lanes in index order, so every instruction
+/// set gives the same bits.
 #[inline(always)]
 fn exp_pass_generic(z: &[f32], m: f32, scale: f32, mut out: Option<&mut [f32]>) -> (f64, f64) {
     let mut s = 0f64;
     let mut t = 0f64;
-    let mut blocks = z.chunks(BLOCK).enumerate();
-    for (bi, block) in &mut blocks {
+    let mut tmp = [0f32; BLOCK];
+    for (bi, block) in z.chunks(BLOCK).enumerate() {
         let mut acc_s = [0f32; LANES];
         let mut acc_t = [0f32; LANES];
-        let mut tmp = [0f32; BLOCK];
         let n = block.len();
         if n == BLOCK {
-            for (c, chunk) in block.chunks_exact(LANES).enumerate() {
+            for (e, &zi) in tmp.iter_mut().zip(block) {
+                *e = exp_f32(scale * (zi - m));
+            }
+            for (ce, cz) in tmp.chunks_exact(LANES).zip(block.chunks_exact(LANES)) {
                 for l in 0..LANES {
-                    let d = chunk[l] - m;
-                    let e = exp_f32(scale * d);
-                    tmp[c * LANES + l] = e;
-                    acc_s[l] += e;
-                    acc_t[l] += e * d;
+                    acc_s[l] += ce[l];
+                    acc_t[l] += ce[l] * (cz[l] - m);
                 }
             }
         } else {
@@ -254,9 +257,24 @@ unsafe fn exp_pass_avx2(z: &[f32], m: f32, scale: f32, out: Option<&mut [f32]>) 
     exp_pass_generic(z, m, scale, out)
 }
 
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl,avx512dq,avx2,fma")]
+unsafe fn exp_pass_avx512(z: &[f32], m: f32, scale: f32, out: Option<&mut [f32]>) -> (f64, f64) {
+    exp_pass_generic(z, m, scale, out)
+}
+
 pub(crate) fn exp_pass(z: &[f32], m: f32, scale: f32, out: Option<&mut [f32]>) -> (f64, f64) {
     #[cfg(target_arch = "x86_64")]
     {
+        if std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+            && std::arch::is_x86_feature_detected!("avx512dq")
+            && std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+        {
+            // SAFETY: the CPU supports the features the function was compiled for.
+            return unsafe { exp_pass_avx512(z, m, scale, out) };
+        }
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
         {
             // SAFETY: the CPU supports the features the function was compiled for.
@@ -510,6 +528,37 @@ mod tests {
         assert!(worst < 3e-7, "{worst}");
         assert_eq!(exp_f32(0.0), 1.0);
         assert!(exp_f32(-1000.0) < 1e-37);
+    }
+
+    #[test]
+    fn exp_pass_gives_the_same_bits_on_every_instruction_set() {
+        for (n, seed) in [(49_152 + 37, 1), (1000, 2), (63, 3)] {
+            let z = logits(n, seed, 8.0);
+            let m = z.iter().copied().fold(f32::MIN, f32::max);
+            for scale in [1.0f32, 0.5, 5.0] {
+                let mut e_generic = vec![0f32; n];
+                let generic = exp_pass_generic(&z, m, scale, Some(&mut e_generic));
+                let mut e_best = vec![0f32; n];
+                let best = exp_pass(&z, m, scale, Some(&mut e_best));
+                assert_eq!(generic.0.to_bits(), best.0.to_bits(), "n {n} scale {scale}");
+                assert_eq!(generic.1.to_bits(), best.1.to_bits(), "n {n} scale {scale}");
+                assert!(e_generic
+                    .iter()
+                    .zip(&e_best)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()));
+                #[cfg(target_arch = "x86_64")]
+                if std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("fma")
+                {
+                    // SAFETY: the CPU supports the features checked just above.
+                    let avx2 = unsafe { exp_pass_avx2(&z, m, scale, None) };
+                    assert_eq!(
+                        (generic.0.to_bits(), generic.1.to_bits()),
+                        (avx2.0.to_bits(), avx2.1.to_bits())
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -172,6 +172,7 @@ struct Q5_0;
 impl Decode for Q5_0 {
     const ELEMS: usize = 32;
     const BYTES: usize = 22;
+    const WIDE: Option<WideKind> = Some(WideKind::Q5_0);
     #[inline(always)]
     fn decode(b: &[u8], out: &mut [f32]) {
         let d = f16_at(b, 0);
@@ -216,6 +217,9 @@ fn row_dot_with<D: Decode>(
     allow_wide: bool,
 ) -> Option<Vec<f32>> {
     if !k.is_multiple_of(D::ELEMS) || data.len() != n * (k / D::ELEMS) * D::BYTES {
+        return None;
+    }
+    if m > ROW_DOT_MAX_M {
         return None;
     }
     let row_bytes = (k / D::ELEMS) * D::BYTES;
@@ -291,11 +295,13 @@ fn row_dot_one_generic<D: Decode>(w: &[u8], xs: &[f32], k: usize, out: &mut [f32
 enum WideKind {
     Q4_1,
     Q8_0,
+    Q5_0,
 }
 
-/// AVX-512 row products for the two formats of the offline models (Q4_1: SmolLM2's blocks;
-/// Q8_0): 16 weights per vector, each dequantized as `to_float` does (`q·d + m`, rounded after
-/// the product and after the sum), then multiplied with up to [`ROW_DOT_MAX_M`] activation rows.
+/// AVX-512 row products for the formats of the offline models (Q4_1: SmolLM2's blocks; Q8_0 and
+/// Q5_0: most of Gemma-3's, whose 640 columns rule out the k-quants' 256-value blocks): 16 weights
+/// per vector, each dequantized as `to_float` does (`q·d + m`, rounded after the product and after
+/// the sum), then multiplied with up to [`ROW_DOT_MAX_M`] activation rows.
 #[cfg(target_arch = "x86_64")]
 mod wide {
     use std::arch::x86_64::*;
@@ -313,65 +319,100 @@ mod wide {
     /// [`available`] returned true, `w` holds k / 32 whole blocks of `kind` and `xs` out.len()
     /// rows of k.
     pub(super) unsafe fn row(kind: Kind, w: &[u8], xs: &[f32], k: usize, out: &mut [f32]) {
+        macro_rules! rows {
+            ($f:expr) => {
+                match out.len() {
+                    1 => row_m::<1, { $f }>(w, xs, k, out),
+                    2 => row_m::<2, { $f }>(w, xs, k, out),
+                    3 => row_m::<3, { $f }>(w, xs, k, out),
+                    _ => row_m::<4, { $f }>(w, xs, k, out),
+                }
+            };
+        }
         // SAFETY: as the caller promised.
         unsafe {
-            match (kind, out.len()) {
-                (Kind::Q4_1, 1) => row_m::<1, true>(w, xs, k, out),
-                (Kind::Q4_1, 2) => row_m::<2, true>(w, xs, k, out),
-                (Kind::Q4_1, 3) => row_m::<3, true>(w, xs, k, out),
-                (Kind::Q4_1, _) => row_m::<4, true>(w, xs, k, out),
-                (Kind::Q8_0, 1) => row_m::<1, false>(w, xs, k, out),
-                (Kind::Q8_0, 2) => row_m::<2, false>(w, xs, k, out),
-                (Kind::Q8_0, 3) => row_m::<3, false>(w, xs, k, out),
-                (Kind::Q8_0, _) => row_m::<4, false>(w, xs, k, out),
+            match kind {
+                Kind::Q4_1 => rows!(Q4_1),
+                Kind::Q8_0 => rows!(Q8_0),
+                Kind::Q5_0 => rows!(Q5_0),
             }
         }
     }
 
-    /// Block `b` of a row (Q4_1 if `Q4`, else Q8_0) as two vectors of 16 weights.
+    // The formats, as const generic parameters.
+    const Q4_1: u8 = 0;
+    const Q8_0: u8 = 1;
+    const Q5_0: u8 = 2;
+
+    /// Block `b` of a row of format `F` as two vectors of 16 weights.
     #[inline(always)]
-    unsafe fn decode<const Q4: bool>(w: *const u8, b: usize) -> (__m512, __m512) {
-        if Q4 {
-            let p = w.add(b * 20);
-            // d and m: two f16 at the start of the block.
-            let dm = _mm_cvtph_ps(_mm_cvtsi32_si128(p.cast::<i32>().read_unaligned()));
-            let d = _mm512_broadcastss_ps(dm);
-            let mn = _mm512_broadcastss_ps(_mm_shuffle_ps::<1>(dm, dm));
-            let nibble = _mm_set1_epi8(0x0F);
-            let qs = _mm_loadu_si128(p.add(4).cast());
-            let q_lo = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(qs, nibble)));
-            let q_hi = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(
-                _mm_srli_epi16::<4>(qs),
-                nibble,
-            )));
-            (
-                _mm512_add_ps(_mm512_mul_ps(q_lo, d), mn),
-                _mm512_add_ps(_mm512_mul_ps(q_hi, d), mn),
-            )
-        } else {
-            let p = w.add(b * 34);
-            let d = _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(
-                p.cast::<u16>().read_unaligned(),
-            )));
-            let d = _mm512_broadcastss_ps(d);
-            let q0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(2).cast())));
-            let q1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(18).cast())));
-            (_mm512_mul_ps(q0, d), _mm512_mul_ps(q1, d))
+    unsafe fn decode<const F: u8>(w: *const u8, b: usize) -> (__m512, __m512) {
+        match F {
+            Q4_1 => {
+                let p = w.add(b * 20);
+                // d and m: two f16 at the start of the block.
+                let dm = _mm_cvtph_ps(_mm_cvtsi32_si128(p.cast::<i32>().read_unaligned()));
+                let d = _mm512_broadcastss_ps(dm);
+                let mn = _mm512_broadcastss_ps(_mm_shuffle_ps::<1>(dm, dm));
+                let nibble = _mm_set1_epi8(0x0F);
+                let qs = _mm_loadu_si128(p.add(4).cast());
+                let q_lo = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(qs, nibble)));
+                let q_hi = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(
+                    _mm_srli_epi16::<4>(qs),
+                    nibble,
+                )));
+                (
+                    _mm512_add_ps(_mm512_mul_ps(q_lo, d), mn),
+                    _mm512_add_ps(_mm512_mul_ps(q_hi, d), mn),
+                )
+            }
+            Q5_0 => {
+                // f16 d, 32 high bits (bit j belongs to value j), 16 bytes of low nibbles.
+                let p = w.add(b * 22);
+                let d = _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(
+                    p.cast::<u16>().read_unaligned(),
+                )));
+                let d = _mm512_broadcastss_ps(d);
+                let qh = p.add(2).cast::<u32>().read_unaligned();
+                let nibble = _mm_set1_epi8(0x0F);
+                let qs = _mm_loadu_si128(p.add(6).cast());
+                let q_lo = q5_0_half(_mm_and_si128(qs, nibble), qh as u16);
+                let q_hi = q5_0_half(
+                    _mm_and_si128(_mm_srli_epi16::<4>(qs), nibble),
+                    (qh >> 16) as u16,
+                );
+                (_mm512_mul_ps(q_lo, d), _mm512_mul_ps(q_hi, d))
+            }
+            _ => {
+                let p = w.add(b * 34);
+                let d = _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(
+                    p.cast::<u16>().read_unaligned(),
+                )));
+                let d = _mm512_broadcastss_ps(d);
+                let q0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(2).cast())));
+                let q1 =
+                    _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(18).cast())));
+                (_mm512_mul_ps(q0, d), _mm512_mul_ps(q1, d))
+            }
         }
     }
 
-    /// One weight row (k / 32 blocks of Q4_1 if `Q4`, else Q8_0) against M activation rows.
+    /// 16 Q5_0 values as f32 before scaling: the low nibbles `low` with bit 4 set where `high`
+    /// has a bit, minus 16.
+    #[inline(always)]
+    unsafe fn q5_0_half(low: __m128i, high: u16) -> __m512 {
+        let q = _mm512_cvtepu8_epi32(low);
+        let q = _mm512_mask_or_epi32(q, high, q, _mm512_set1_epi32(0x10));
+        _mm512_cvtepi32_ps(_mm512_sub_epi32(q, _mm512_set1_epi32(16)))
+    }
+
+    /// One weight row (k / 32 blocks of format `F`) against M activation rows.
     #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw,f16c")]
     #[allow(clippy::needless_range_loop)] // constant bounds: unrolled into registers
-    unsafe fn row_m<const M: usize, const Q4: bool>(
-        w: &[u8],
-        xs: &[f32],
-        k: usize,
-        out: &mut [f32],
-    ) {
-        let mut acc = [_mm512_setzero_ps(); 8];
+    unsafe fn row_m<const M: usize, const F: u8>(w: &[u8], xs: &[f32], k: usize, out: &mut [f32]) {
+        let mut acc = [_mm512_setzero_ps(); 2 * super::ROW_DOT_MAX_M];
         for b in 0..k / 32 {
-            let (lo, hi) = decode::<Q4>(w.as_ptr(), b);
+            let (lo, hi) = decode::<F>(w.as_ptr(), b);
             for r in 0..M {
                 let x = xs.as_ptr().add(r * k + b * 32);
                 acc[2 * r] = _mm512_fmadd_ps(lo, _mm512_loadu_ps(x), acc[2 * r]);
@@ -391,16 +432,17 @@ mod wide {
         // SAFETY: as the caller promised.
         unsafe {
             match kind {
-                Kind::Q4_1 => dequantize_blocks::<true>(w, out),
-                Kind::Q8_0 => dequantize_blocks::<false>(w, out),
+                Kind::Q4_1 => dequantize_blocks::<Q4_1>(w, out),
+                Kind::Q8_0 => dequantize_blocks::<Q8_0>(w, out),
+                Kind::Q5_0 => dequantize_blocks::<Q5_0>(w, out),
             }
         }
     }
 
     #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw,f16c")]
-    unsafe fn dequantize_blocks<const Q4: bool>(w: &[u8], out: &mut [f32]) {
+    unsafe fn dequantize_blocks<const F: u8>(w: &[u8], out: &mut [f32]) {
         for b in 0..out.len() / 32 {
-            let (lo, hi) = decode::<Q4>(w.as_ptr(), b);
+            let (lo, hi) = decode::<F>(w.as_ptr(), b);
             _mm512_storeu_ps(out.as_mut_ptr().add(b * 32), lo);
             _mm512_storeu_ps(out.as_mut_ptr().add(b * 32 + 16), hi);
         }
@@ -426,6 +468,7 @@ fn tiled<T: GgmlType>(data: &[u8], n: usize, k: usize, xs: &[f32], m: usize) -> 
     let fast_decode = match (T::DTYPE, std::mem::size_of::<T>()) {
         (GgmlDType::Q4_1, Q4_1::BYTES) if wide::available() => Q4_1::WIDE,
         (GgmlDType::Q8_0, Q8_0::BYTES) if wide::available() => Q8_0::WIDE,
+        (GgmlDType::Q5_0, Q5_0::BYTES) if wide::available() => Q5_0::WIDE,
         _ => None,
     };
     #[cfg(not(target_arch = "x86_64"))]
@@ -508,6 +551,37 @@ mod tests {
     }
 
     #[test]
+    fn wide_decoders_equal_to_float_bit_for_bit() {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if !wide::available() {
+                return;
+            }
+            let (n, k) = (16, 640);
+            let mut w = pseudo(n * k, 3);
+            w[7] = -40.0; // a row with a large scale, so every bit of the 5-bit codes is used
+            let w = Tensor::from_vec(w, (n, k), &Device::Cpu).unwrap();
+            for (dtype, kind) in [
+                (GgmlDType::Q4_1, WideKind::Q4_1),
+                (GgmlDType::Q5_0, WideKind::Q5_0),
+                (GgmlDType::Q8_0, WideKind::Q8_0),
+            ] {
+                let q = QTensor::quantize(&w, dtype).unwrap();
+                let expected = q.dequantize(&Device::Cpu).unwrap().flatten_all().unwrap();
+                let expected = expected.to_vec1::<f32>().unwrap();
+                let mut ours = vec![0f32; n * k];
+                // SAFETY: checked above that the kernel is available; data holds n·k/32 blocks.
+                unsafe { wide::dequantize(kind, &q.data().unwrap(), &mut ours) };
+                let same = ours
+                    .iter()
+                    .zip(&expected)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{dtype:?}: AVX-512 decoding differs from to_float");
+            }
+        }
+    }
+
+    #[test]
     fn fused_product_equals_dequantized_product() {
         for dtype in [
             GgmlDType::Q4_1,
@@ -520,7 +594,7 @@ mod tests {
             let w = Tensor::from_vec(pseudo(n * k, 7), (n, k), &Device::Cpu).unwrap();
             let q = QTensor::quantize(&w, dtype).unwrap();
             let wd = q.dequantize(&Device::Cpu).unwrap();
-            for m in [1, 3, 4, 5, 40, 150] {
+            for m in [1, 3, 4, 5, 8, 9, 40, 150] {
                 let mut x = pseudo(m * k, 11 + m as u32);
                 x[5] = 3.0e4; // a massive activation, as in real residual streams
                 let x = Tensor::from_vec(x, (m, k), &Device::Cpu).unwrap();
