@@ -4,7 +4,7 @@
 # Needs data/tinystories/valid.jsonl (or TINYSTORIES=path) and data/mmlu/test.jsonl
 # (or MMLU=path). Each step's wall time is appended to RUNS_DIR/timings.tsv (step, seconds, when,
 # done/failed/interrupted; a resumed step adds a line, so a step's time is the sum of its lines) and
-# the script ends by printing the sums.
+# the script ends by printing the sums. RUNS_DIR/binaries.tsv records the commit and binary of each start.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-runs/results}"
@@ -15,6 +15,9 @@ cargo build --release --quiet
 EL="$OUT/.entropy-lens"
 mkdir -p "$OUT"
 cp "$CARGO_TARGET_DIR/release/entropy-lens" "$EL"
+# Which build ran which steps (a resumed run may continue with a newer one).
+printf '%s\t%s\t%s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+  "$(git describe --always --dirty 2>/dev/null || echo unknown)" "$(sha256sum "$EL" | cut -c1-16)" >>"$OUT/binaries.tsv"
 "$EL" fetch-models >/dev/null
 M="${ENTROPY_LENS_MODELS:-$HOME/.cache/entropy-lens/models}"
 SMOL="$M/SmolLM2-135M-Instruct.Q4_1.gguf"
