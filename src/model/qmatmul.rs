@@ -219,7 +219,8 @@ fn row_dot_with<D: Decode>(
     if !k.is_multiple_of(D::ELEMS) || data.len() != n * (k / D::ELEMS) * D::BYTES {
         return None;
     }
-    if m > ROW_DOT_MAX_M {
+    // The kernels read m rows of k from `xs` and keep up to ROW_DOT_MAX_M accumulators.
+    if m == 0 || m > ROW_DOT_MAX_M || xs.len() != m * k {
         return None;
     }
     let row_bytes = (k / D::ELEMS) * D::BYTES;
@@ -559,7 +560,7 @@ mod tests {
             }
             let (n, k) = (16, 640);
             let mut w = pseudo(n * k, 3);
-            w[7] = -40.0; // a row with a large scale, so every bit of the 5-bit codes is used
+            w[7] = -40.0; // one dominant weight: the rest of its block collapses to the middle codes
             let w = Tensor::from_vec(w, (n, k), &Device::Cpu).unwrap();
             for (dtype, kind) in [
                 (GgmlDType::Q4_1, WideKind::Q4_1),
