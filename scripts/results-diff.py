@@ -4,9 +4,10 @@
 Usage: scripts/results-diff.py OLD_DIR NEW_DIR [--top N]
 
 OLD_DIR and NEW_DIR hold one folder per run (e.g. docs/results and runs/paper); for every run
-folder present in both with a result.json, prints how many numbers are identical, the largest
-absolute change, and the N numbers that moved most (relative to their size). Lists are compared
-element by element; a list whose length changed is reported as such. Standard library only.
+folder present in both with a result.json, prints how many values are identical, every changed
+number outside lists (the headline values a page quotes), and for numbers inside lists (profiles,
+points, samples) how many moved, the N that moved most, and how many only changed sign. A list
+whose length changed is reported as such. Standard library only.
 """
 import argparse
 import json
@@ -35,7 +36,9 @@ def compare(old, new, top):
     a = dict(leaves(old))
     b = dict(leaves(new))
     same = 0
-    moved = []  # (relative change, path, old, new)
+    headline = []  # changed numbers outside lists: the values a page quotes
+    moved = []  # (absolute change, path, old, new) of numbers inside lists
+    flipped = 0  # list numbers that only changed sign (a principal axis may point either way)
     other = []  # non-numeric differences and leaves present on one side only
     for path in sorted(set(a) | set(b)):
         if path not in a or path not in b:
@@ -45,16 +48,25 @@ def compare(old, new, top):
         if x == y or (number(x) and number(y) and math.isnan(x) and math.isnan(y)):
             same += 1
         elif number(x) and number(y):
-            rel = abs(y - x) / max(abs(x), abs(y), 1e-300)
-            moved.append((rel, path, x, y))
+            if "[" not in path:
+                headline.append((path, x, y))
+            elif abs(x + y) <= 1e-3 * max(abs(x), abs(y)) + 1e-4:
+                flipped += 1
+            else:
+                moved.append((abs(y - x), path, x, y))
         else:
             other.append(f"{path}: {x!r} -> {y!r}")
     moved.sort(reverse=True)
-    total = same + len(moved) + len(other)
-    max_abs = max((abs(y - x) for _, _, x, y in moved), default=0.0)
-    print(f"  {same} of {total} values identical; {len(moved)} numbers moved (max |change| {max_abs:.3g})")
-    for rel, path, x, y in moved[:top]:
-        print(f"    {path}: {x:.10g} -> {y:.10g} (relative {rel:.2g})")
+    total = same + len(headline) + len(moved) + flipped + len(other)
+    print(f"  {same} of {total} values identical")
+    for path, x, y in headline:
+        print(f"    {path}: {x:.10g} -> {y:.10g} (change {y - x:+.3g})")
+    if moved:
+        print(f"  {len(moved)} numbers in lists moved, by at most {moved[0][0]:.3g}:")
+        for change, path, x, y in moved[:top]:
+            print(f"    {path}: {x:.10g} -> {y:.10g}")
+    if flipped:
+        print(f"  {flipped} numbers in lists changed sign (to 1e-3; e.g. a principal axis reversed)")
     for line in other[:top]:
         print(f"    {line}")
 
