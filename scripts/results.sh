@@ -24,7 +24,8 @@ SMOL="$M/SmolLM2-135M-Instruct.Q4_1.gguf"
 GEMMA="$M/gemma-3-270m-q4_k_m.gguf"
 TIMES="$OUT/timings.tsv"
 # Runs "$@" and appends its wall time under the name $1, also when it fails or is interrupted
-# (Ctrl-C, TERM); only a SIGKILL of the script loses the time of the step it was in.
+# (Ctrl-C, TERM); only a SIGKILL of the script loses the time of the step it was in. Started in the
+# background (`&`, nohup), the script ignores SIGINT: stop it with `kill -TERM -<its process group>`.
 timed() {
   local name="$1" t0 rc=0
   shift
