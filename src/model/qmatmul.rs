@@ -384,7 +384,7 @@ mod wide {
                 );
                 (_mm512_mul_ps(q_lo, d), _mm512_mul_ps(q_hi, d))
             }
-            _ => {
+            Q8_0 => {
                 let p = w.add(b * 34);
                 let d = _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(
                     p.cast::<u16>().read_unaligned(),
@@ -395,6 +395,7 @@ mod wide {
                     _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(18).cast())));
                 (_mm512_mul_ps(q0, d), _mm512_mul_ps(q1, d))
             }
+            _ => unreachable!("no such format"),
         }
     }
 
