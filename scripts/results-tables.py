@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""Print the tables of docs/results.md from a results folder's result.json files.
+
+    python3 scripts/results-tables.py [DIR]        (default docs/results)
+
+Every row is the page's format: percentages with two decimals, ρ with four, p-values with two significant
+digits. The page's tables are pasted from this output, so each number on it traces to a committed
+`docs/results/<run>/result.json` (or `lenses/<model>/train_report.json`). Runs that are missing are skipped.
+"""
+
+import json
+import os
+import sys
+
+MODELS = [("SmolLM2-135M-Instruct.Q4_1", "SmolLM2-135M-Instruct"), ("gemma-3-270m-q4_k_m", "Gemma-3-270M")]
+
+
+def load(root, run):
+    path = os.path.join(root, run, "result.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def pct(mean, sd=None):
+    return f"{100 * mean:.2f}" if sd is None else f"{100 * mean:.2f} ± {100 * sd:.2f}"
+
+
+def pval(p):
+    return f"{p:.1e}"
+
+
+def table(header, rows):
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+    print()
+
+
+def validate(root, suffix=""):
+    rows = []
+    for run, _ in MODELS:
+        r = load(root, f"validate{suffix}-{run}")
+        if r is None:
+            continue
+        h = r["mean_entropy_by_block"]
+        s = r["mean_top_p_count_by_block"]
+        rows.append([run, f"{r['c1_spearman']:.4f}",
+                     f"{r['c1_per_prompt_mean']:.3f} ± {r['c1_per_prompt_std']:.3f}", f"{r['c1_n_pairs']:,}",
+                     f"{r['c2_mean']:.3f}", f"{r['c2_mean_previous']:.3f}", f"{r['c2_mean_jaccard']:.3f}",
+                     f"{sum(h) / len(h):.2f}", f"{sum(s) / len(s):.1f}"])
+    if rows:
+        print(f"## validate{suffix} (Table 1, Figure 1)\n")
+        table(["model", "ρ pooled", "ρ per prompt", "pairs", "C2 /\\|S_i\\|", "/\\|S_i−1\\|", "Jaccard",
+               "mean H (nats)", "mean \\|S\\|"], rows)
+
+
+def blocks(root):
+    """Mean entropy and top-p count per block, logit beside tuned (the tuned-lens section's tables)."""
+    for run, _ in MODELS:
+        logit, tuned = load(root, f"validate-{run}"), load(root, f"validate-tuned-{run}")
+        if logit is None or tuned is None:
+            continue
+        print(f"## entropy by block, {run}, logit vs tuned\n")
+        hl, ht = logit["mean_entropy_by_block"], tuned["mean_entropy_by_block"]
+        sl, st = logit["mean_top_p_count_by_block"], tuned["mean_top_p_count_by_block"]
+        rows = []
+        for i in range(len(hl)):
+            dl = f"{hl[i] - hl[i - 1]:+.2f}" if i else ""
+            dt = f"{ht[i] - ht[i - 1]:+.2f}" if i else ""
+            rows.append([str(i + 1), f"{hl[i]:.2f}", f"{ht[i]:.2f}", dl, dt, f"{sl[i]:.1f}", f"{st[i]:.1f}"])
+        table(["block", "H logit", "H tuned", "ΔH logit", "ΔH tuned", "\\|S\\| logit", "\\|S\\| tuned"], rows)
+
+
+def tasks(root):
+    rows = []
+    subsets = {}
+    for kind, label in [("", ""), ("-sampled", ", sampled (T = 1)"), ("-chat", ", chat template"),
+                        ("-tuned", ", tuned lens")]:
+        for run, name in MODELS:
+            r = load(root, f"tasks{kind}-{run}")
+            if r is None:
+                continue
+            rows.append([f"{name}{label}", pct(r["auc_mean"], r["auc_std"]),
+                         pct(r["baseline_auc_mean"], r["baseline_auc_std"]), pval(r["p_value"]),
+                         pct(r["f1_macro_mean"])])
+            subsets[f"{name}{label}"] = r["layer_subsets"]
+    if rows:
+        print("## tasks (Table 2)\n")
+        table(["model", "ROC-AUC (%)", "dummy (%)", "p (paired t)", "macro F1 (%)"], rows)
+        print("## tasks, block subsets (Table 5, k = 11)\n")
+        names = list(subsets)
+        out = []
+        for key, label in [("first", "first only"), ("middle", "middle only"), ("last", "last only"),
+                           ("first_middle_last", "first + middle + last"), ("all", "all")]:
+            out.append([label] + [pct(subsets[n][key]["auc_mean"], subsets[n][key]["auc_std"]) for n in names])
+        table(["subset"] + names, out)
+
+
+def formats(root):
+    rows = []
+    for prefix in ["formats", "formats-256", "formats-tuned", "formats-256-tuned"]:
+        for run, _ in MODELS:
+            r = load(root, f"{prefix}-{run}")
+            if r is None:
+                continue
+            a = r["per_alpha"]
+            sig = " / ".join(f"{s['sigma_subset']:.3f}" for s in r["similarity"])
+            ev = r["pca"]["explained_variance_ratio"]
+            rows.append([f"{prefix}-{run}", str(r["tokens"])]
+                        + [pct(a[k]["auc_mean"], a[k]["auc_std"]) for k in ["0.5", "1", "5"]]
+                        + [pct(a["1"]["baseline_auc_mean"], a["1"]["baseline_auc_std"]),
+                           pval(max(a[k]["p_value"] for k in a)), sig,
+                           f"{100 * ev[0]:.0f} % + {100 * ev[1]:.0f} %"])
+    if rows:
+        print("## formats (Table 3)\n")
+        table(["run", "tokens", "α = 0.5", "α = 1", "α = 5", "dummy", "largest p", "σ α = 0.5 / 1 / 5",
+               "PC1 + PC2"], rows)
+
+
+def mmlu(root):
+    rows = []
+    for run, _ in MODELS:
+        r = load(root, f"mmlu-{run}")
+        if r is None:
+            continue
+        for style in ["base", "humble", "instruct"]:
+            s = r["by_style"][style]
+            rows.append([run, style.capitalize(), f"{pct(s['accuracy'])} ({s['n_correct']}/{s['n']})",
+                         pct(s["auc_mean"], s["auc_std"]), pct(s["baseline_auc_mean"]), f"{s['p_value']:.2f}"])
+    if rows:
+        print("## mmlu (Table 4)\n")
+        table(["model", "prompt", "LLM acc. (%)", "kNN AUC (%)", "dummy AUC", "p (paired t)"], rows)
+
+
+def skip(root):
+    rows = []
+    for run, _ in MODELS:
+        r = load(root, f"skip-{run}")
+        if r is None:
+            continue
+        c = r["curves"]
+        rows.append([run, f"none: {100 * r['unskipped_accuracy']:.1f}",
+                     " / ".join(str(b) for b in r["blocks_skipped"])]
+                    + [" / ".join(f"{100 * v:.1f}" for v in c[k]) for k in ["expansion", "pruning", "random"]])
+        tops = {k: max(range(len(v)), key=lambda i: v[i]) for k, v in r["top_block_counts"].items()}
+        rows[-1].append(", ".join(f"{k} block {i + 1} ({r['top_block_counts'][k][i]})"
+                                  for k, i in tops.items() if k != "random"))
+    if rows:
+        print("## skip (Figure 6), accuracy (%) at 10 / 20 / 30 / 40 / 50 % of blocks\n")
+        table(["model", "unskipped", "blocks", "expansion", "pruning", "random", "most chosen block"], rows)
+
+
+def family(root):
+    r = load(root, "family")
+    if r is None:
+        return
+    print("## family (Table 6)\n")
+    size = "—" if r["f1_size_mean"] is None else pct(r["f1_size_mean"], r["f1_size_std"])
+    table(["family macro F1 (%)", "size macro F1 (%)", "notes"],
+          [[pct(r["f1_family_mean"], r["f1_family_std"]), size, "; ".join(r.get("notes", []))]])
+
+
+def lenses(root):
+    for run, _ in MODELS:
+        path = os.path.join(root, "lenses", run, "train_report.json")
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            r = json.load(f)
+        lo, tu = r["kl_logit"], r["kl_tuned"]
+        print(f"## lens {run}: {r['tokens_trained']:,} training tokens, {r['holdout_tokens']:,} held out\n")
+        rows = [[str(i), f"{a:.2f}", f"{b:.2f}", f"{b / a:.2f}"] for i, (a, b) in enumerate(zip(lo, tu))]
+        ml, mt = sum(lo) / len(lo), sum(tu) / len(tu)
+        rows.append(["mean", f"{ml:.2f}", f"{mt:.2f}", f"{mt / ml:.2f}"])
+        table(["layer", "KL logit", "KL tuned", "ratio"], rows)
+        sha = os.path.join(root, "lenses", run, "params.pt.sha256")
+        if os.path.exists(sha):
+            print("sha256:", open(sha).read().split()[0], "\n")
+
+
+def timings(root):
+    """Wall time per step, summed over resumes (results.sh's timings.tsv, copied beside the runs)."""
+    path = os.path.join(root, "timings.tsv")
+    if not os.path.exists(path):
+        return
+    total, order, starts = {}, [], {}
+    with open(path) as f:
+        for line in f:
+            step, seconds = line.split("\t")[:2]
+            if step not in total:
+                order.append(step)
+                total[step], starts[step] = 0, 0
+            total[step] += int(seconds)
+            starts[step] += 1
+    print("## wall time per step (s, summed over resumes)\n")
+    rows = [[step, f"{total[step]:,}", f"{total[step] / 60:.0f} min"] for step in order]
+    t = sum(total.values())
+    rows.append(["total", f"{t:,}", f"{t / 3600:.2f} h"])
+    table(["step", "wall (s)", ""], rows)
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else "docs/results"
+    validate(root)
+    validate(root, "-tuned")
+    blocks(root)
+    tasks(root)
+    formats(root)
+    mmlu(root)
+    skip(root)
+    family(root)
+    lenses(root)
+    timings(root)
+
+
+if __name__ == "__main__":
+    main()
