@@ -1,0 +1,155 @@
+//! `docs/results.md` quotes every committed run: each run's headline numbers in
+//! `docs/results/<run>/result.json` (and each tuned lens' held-out KL in
+//! `docs/results/lenses/<model>/train_report.json`) appear on the page as
+//! `scripts/results-tables.py` prints them. A regenerated run whose numbers the page does not
+//! carry, or a page edited by hand away from its data, fails here.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("run through cargo"))
+}
+
+fn json(p: &Path) -> Value {
+    let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn num(v: &Value, key: &str) -> f64 {
+    v[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{key} is not a number in {v:.80}"))
+}
+
+/// `xx.xx ± yy.yy`, percentages as the page prints a kNN score.
+fn auc(score: &Value) -> String {
+    format!(
+        "{:.2} ± {:.2}",
+        100.0 * num(score, "auc_mean"),
+        100.0 * num(score, "auc_std")
+    )
+}
+
+/// The strings of one run the page must carry.
+fn quotes(run: &str, r: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    match r["experiment"].as_str().unwrap_or_default() {
+        "validate" => {
+            out.push(format!("{:.4}", num(r, "c1_spearman")));
+            out.push(format!(
+                "{:.3} ± {:.3}",
+                num(r, "c1_per_prompt_mean"),
+                num(r, "c1_per_prompt_std")
+            ));
+            for key in ["c2_mean", "c2_mean_previous", "c2_mean_jaccard"] {
+                out.push(format!("{:.3}", num(r, key)));
+            }
+        }
+        "tasks" => {
+            out.push(auc(r));
+            out.push(format!("{:.2}", 100.0 * num(r, "f1_macro_mean")));
+            let subsets = r["layer_subsets"].as_object().expect("layer_subsets");
+            out.extend(subsets.values().map(auc));
+        }
+        "formats" => {
+            let alphas = r["per_alpha"].as_object().expect("per_alpha");
+            out.extend(alphas.values().map(auc));
+            let sigmas: Vec<String> = r["similarity"]
+                .as_array()
+                .expect("similarity")
+                .iter()
+                .map(|s| format!("{:.3}", num(s, "sigma_subset")))
+                .collect();
+            out.push(sigmas.join(" / "));
+        }
+        "mmlu" => {
+            for style in ["base", "humble", "instruct"] {
+                let s = &r["by_style"][style];
+                out.push(format!(
+                    "{:.2} ({}/{})",
+                    100.0 * num(s, "accuracy"),
+                    s["n_correct"],
+                    s["n"]
+                ));
+                out.push(auc(s));
+            }
+        }
+        "skip" => {
+            for curve in ["expansion", "pruning", "random"] {
+                let points: Vec<String> = r["curves"][curve]
+                    .as_array()
+                    .expect("curves")
+                    .iter()
+                    .map(|v| format!("{:.1}", 100.0 * v.as_f64().expect("accuracy")))
+                    .collect();
+                out.push(points.join(" / "));
+            }
+        }
+        "family" => out.push(format!(
+            "{:.2} ± {:.2}",
+            100.0 * num(r, "f1_family_mean"),
+            100.0 * num(r, "f1_family_std")
+        )),
+        other => panic!("{run}: experiment {other:?} has no quotes defined here; add them"),
+    }
+    out
+}
+
+#[test]
+fn the_results_page_quotes_every_committed_run() {
+    let page = std::fs::read_to_string(root().join("docs/results.md")).expect("docs/results.md");
+    let mut runs: Vec<PathBuf> = std::fs::read_dir(root().join("docs/results"))
+        .expect("docs/results")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("result.json").is_file())
+        .collect();
+    runs.sort();
+    assert!(runs.len() >= 20, "{} runs", runs.len());
+    let mut missing = Vec::new();
+    let mut checked = 0;
+    for run in &runs {
+        let name = run.file_name().unwrap().to_string_lossy().into_owned();
+        for quote in quotes(&name, &json(&run.join("result.json"))) {
+            checked += 1;
+            if !page.contains(&quote) {
+                missing.push(format!("{name}: {quote}"));
+            }
+        }
+    }
+    for model in ["SmolLM2-135M-Instruct.Q4_1", "gemma-3-270m-q4_k_m"] {
+        let report = json(
+            &root()
+                .join("docs/results/lenses")
+                .join(model)
+                .join("train_report.json"),
+        );
+        for key in ["kl_logit", "kl_tuned"] {
+            let kl: Vec<f64> = report[key]
+                .as_array()
+                .expect("KL by layer")
+                .iter()
+                .map(|v| v.as_f64().expect("KL"))
+                .collect();
+            let mean = kl.iter().sum::<f64>() / kl.len() as f64;
+            for quote in kl
+                .iter()
+                .map(|v| format!("| {v:.2} |"))
+                .chain([format!("**{mean:.2}**")])
+            {
+                checked += 1;
+                if !page.contains(&quote) {
+                    missing.push(format!("lens {model} {key}: {quote}"));
+                }
+            }
+        }
+    }
+    assert!(checked >= 200, "{checked} quotes");
+    assert!(
+        missing.is_empty(),
+        "docs/results.md does not carry these numbers of docs/results (print the tables with \
+         `python3 scripts/results-tables.py`):\n{}",
+        missing.join("\n")
+    );
+}
