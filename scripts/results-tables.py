@@ -23,6 +23,14 @@ def load(root, run):
         return json.load(f)
 
 
+def each_model(root, prefix):
+    """(run name, result) of `prefix-<model>` for each offline model whose run is there."""
+    for run, _ in MODELS:
+        r = load(root, f"{prefix}-{run}")
+        if r is not None:
+            yield run, r
+
+
 def pct(mean, sd=None):
     return f"{100 * mean:.2f}" if sd is None else f"{100 * mean:.2f} ± {100 * sd:.2f}"
 
@@ -41,10 +49,7 @@ def table(header, rows):
 
 def validate(root, suffix=""):
     rows = []
-    for run, _ in MODELS:
-        r = load(root, f"validate{suffix}-{run}")
-        if r is None:
-            continue
+    for run, r in each_model(root, f"validate{suffix}"):
         h = r["mean_entropy_by_block"]
         s = r["mean_top_p_count_by_block"]
         rows.append([run, f"{r['c1_spearman']:.4f}",
@@ -122,10 +127,7 @@ def formats(root):
 
 def mmlu(root):
     rows = []
-    for run, _ in MODELS:
-        r = load(root, f"mmlu-{run}")
-        if r is None:
-            continue
+    for run, r in each_model(root, "mmlu"):
         for style in ["base", "humble", "instruct"]:
             s = r["by_style"][style]
             rows.append([run, style.capitalize(), f"{pct(s['accuracy'])} ({s['n_correct']}/{s['n']})",
@@ -137,10 +139,7 @@ def mmlu(root):
 
 def skip(root):
     rows = []
-    for run, _ in MODELS:
-        r = load(root, f"skip-{run}")
-        if r is None:
-            continue
+    for run, r in each_model(root, "skip"):
         c = r["curves"]
         rows.append([run, f"none: {100 * r['unskipped_accuracy']:.1f}",
                      " / ".join(str(b) for b in r["blocks_skipped"])]
