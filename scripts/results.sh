@@ -5,6 +5,8 @@
 # (or MMLU=path). Each step's wall time is appended to RUNS_DIR/timings.tsv (step, seconds, when,
 # done/failed/interrupted; a resumed step adds a line, so a step's time is the sum of its lines) and
 # the script ends by printing the sums. RUNS_DIR/binaries.tsv records the commit and binary of each start.
+# STEPS=<extended regex> runs only the steps whose name matches (e.g. STEPS='lens-|tuned-' for the
+# tuned-lens part); the others are skipped, not timed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-runs/results}"
@@ -29,9 +31,14 @@ TIMES="$OUT/timings.tsv"
 timed() {
   local name="$1" t0 rc=0
   shift
+  if [ -n "${STEPS:-}" ] && ! [[ "$name" =~ $STEPS ]]; then
+    echo "==> skipping $name (STEPS=$STEPS)"
+    return 0
+  fi
   t0=$(date +%s)
   log_time() { printf '%s\t%s\t%s\t%s\n' "$name" "$(($(date +%s) - t0))" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$1" >>"$TIMES"; }
   trap 'log_time interrupted; exit 130' INT TERM
+  echo "==> $name: ${*:2}"
   "$@" || rc=$?
   trap - INT TERM
   if [ "$rc" -eq 0 ]; then log_time done; else log_time "failed ($rc)"; fi
@@ -39,7 +46,6 @@ timed() {
 }
 # One experiment, named by its output folder (the last argument).
 run() {
-  echo "==> entropy-lens experiment $*"
   timed "$(basename "${*: -1}")" "$EL" experiment "$@"
 }
 for model in "$SMOL" "$GEMMA"; do
