@@ -185,7 +185,7 @@ def timings(root):
     path = os.path.join(root, "timings.tsv")
     if not os.path.exists(path):
         return
-    total, order, starts, repeats = {}, [], {}, []
+    total, order, repeats = {}, [], []
     with open(path) as f:
         for line in f:
             step, seconds, _, status = (line.rstrip("\n").split("\t") + ["", ""])[:4]
@@ -195,9 +195,8 @@ def timings(root):
                 continue
             if step not in total:
                 order.append(step)
-                total[step], starts[step] = 0, 0
+                total[step] = 0
             total[step] += int(seconds)
-            starts[step] += 1
     print("## wall time per step (s, summed over resumes)\n")
     rows = [[step, f"{total[step]:,}", f"{total[step] / 60:.0f} min"] for step in order]
     t = sum(total.values())
