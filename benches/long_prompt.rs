@@ -78,6 +78,9 @@ fn measure(p: &mut Profiler, what: &str, n: usize, all_positions: bool, chunk: u
 }
 
 fn main() {
+    // Peak memory is measured per run, reset between runs of one process: freed buffers kept for
+    // reuse by an earlier run would count in a later one's peak.
+    entropy_lens::model::allocator::leave_allocator_alone();
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
     let gemma = args.iter().any(|a| a == "--gemma");

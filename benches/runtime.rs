@@ -146,6 +146,9 @@ fn bench(path: &std::path::Path, dtype: WeightDType, reps: usize) -> Row {
 }
 
 fn main() {
+    // Peak memory is measured per run, reset between runs of one process: freed buffers kept for
+    // reuse by an earlier run would count in a later one's peak.
+    entropy_lens::model::allocator::leave_allocator_alone();
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
     let gemma = args.iter().any(|a| a == "--gemma");

@@ -184,7 +184,8 @@ pub struct LoadedModel {
 }
 
 /// Loads a model and its tokenizer: the family from the GGUF `general.architecture` or the
-/// `config.json` `model_type` (another `model_type` goes through auto-detection).
+/// `config.json` `model_type` (another `model_type` goes through auto-detection). The first load
+/// also makes glibc keep freed large buffers for reuse ([`super::allocator`]).
 ///
 /// # Errors
 /// - [`Error::ModelNotFound`]: the file, `config.json`, `tokenizer.json` or a safetensors shard is
@@ -199,6 +200,8 @@ pub struct LoadedModel {
 /// - [`Error::Hub`]: a Hub repository cannot be fetched (offline, unknown, gated);
 /// - [`Error::InvalidArgument`]: `--dtype q` with safetensors.
 pub fn load(source: &ModelSource, opts: &LoadOptions) -> Result<LoadedModel> {
+    // Decoding allocates and frees buffers of tens of MB at every step; keep them for reuse.
+    super::allocator::keep_large_buffers();
     match source {
         ModelSource::Gguf(path) => load_gguf(path, source, opts),
         ModelSource::HfFolder(folder) => load_hf_folder(folder, source, opts),

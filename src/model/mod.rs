@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
+pub mod allocator;
 pub mod config;
 mod decoder;
 pub mod export;
