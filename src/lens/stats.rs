@@ -5,7 +5,9 @@
 //! With `m = max z`, `e_i = exp(z_i − m)`, `S = Σ e_i`:
 //! `H = ln S − Σ e_i (z_i − m) / S`, `H_α = (ln Σ e_i^α − α ln S) / (1 − α)`, `H_∞ = ln S`.
 //! Exponentials use a vectorisable f32 Cephes-style `exp` (relative error ≈ 1e-7); sums are
-//! accumulated per 64-element block in f32 and across blocks in f64.
+//! accumulated per 64-element block in f32 and across blocks in f64. One sweep takes the
+//! exponentials of every Rényi order, and skips the blocks where they all sit at `exp`'s clamp;
+//! [`row_stats_multipass`] (one pass per statistic) is the reference it equals bit for bit.
 
 use serde::{Deserialize, Serialize};
 
@@ -190,11 +192,14 @@ fn bucket(x: f32) -> usize {
 /// Number of buckets for values in [0, 1].
 const N_BUCKETS: usize = (0x3F80_0000u32 >> 16) as usize + 1;
 
+/// Below this, [`exp_f32`] returns `exp_f32(EXP_LOWEST)` (its result stays a normal f32).
+const EXP_LOWEST: f32 = -87.0;
+
 #[inline(always)]
 fn exp_f32(x: f32) -> f32 {
     // Cephes expf: e^x = 2^n · e^r with n = round(x·log2 e), |r| ≤ ln2/2.
     const MAGIC: f32 = 12_582_912.0; // 1.5 · 2^23: adding it rounds to an integer in the low bits
-    let x = x.clamp(-87.0, 88.0);
+    let x = x.clamp(EXP_LOWEST, 88.0);
     let t = x * std::f32::consts::LOG2_E + MAGIC;
     let n_int = (t.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32);
     let n = t - MAGIC;
@@ -209,46 +214,149 @@ fn exp_f32(x: f32) -> f32 {
     y * f32::from_bits(((n_int + 127) as u32) << 23)
 }
 
-/// Writes `e_i = exp(scale·(z_i − m))` into `out` (when given) and returns `(Σ e, Σ e·(z − m))`.
+/// The sums of one exponential pass: `(Σ e, Σ e·(z − m))` with `e = exp(scale·(z − m))`.
+type PassSums = (f64, f64);
+
+/// One block (≤ 64 logits) of an exponential pass at `scale`: writes its `e_i` to `tmp` and adds
+/// the block's sums to `sums` (the second only `with_t`). `clamped` is `Some(Σ e)` of a full block
+/// whose every `scale·(z − m)` is at or below [`EXP_LOWEST`]: its `e_i` are all `exp_f32(EXP_LOWEST)`
+/// and need no exponential.
 ///
-/// Each block of 64 is exponentiated first (a loop the compiler vectorizes to the widest
-/// registers the caller enables), then summed into 8 lanes in index order, so every instruction
-/// set gives the same bits.
+/// A full block is exponentiated first (a loop the compiler vectorizes to the widest registers the
+/// caller enables), then summed into 8 lanes in index order, so every instruction set gives the
+/// same bits.
 #[inline(always)]
-fn exp_pass_generic(z: &[f32], m: f32, scale: f32, mut out: Option<&mut [f32]>) -> (f64, f64) {
-    let mut s = 0f64;
-    let mut t = 0f64;
-    let mut tmp = [0f32; BLOCK];
-    for (bi, block) in z.chunks(BLOCK).enumerate() {
-        let mut acc_s = [0f32; LANES];
-        let mut acc_t = [0f32; LANES];
-        let n = block.len();
-        if n == BLOCK {
+fn exp_block(
+    block: &[f32],
+    m: f32,
+    scale: f32,
+    tmp: &mut [f32; BLOCK],
+    sums: &mut PassSums,
+    with_t: bool,
+    clamped: Option<f64>,
+) {
+    let mut acc_s = [0f32; LANES];
+    let mut acc_t = [0f32; LANES];
+    if block.len() == BLOCK {
+        if let Some(block_s) = clamped {
+            tmp.fill(exp_f32(EXP_LOWEST));
+            sums.0 += block_s;
+        } else {
             for (e, &zi) in tmp.iter_mut().zip(block) {
                 *e = exp_f32(scale * (zi - m));
             }
-            for (ce, cz) in tmp.chunks_exact(LANES).zip(block.chunks_exact(LANES)) {
+            for ce in tmp.chunks_exact(LANES) {
                 for l in 0..LANES {
                     acc_s[l] += ce[l];
+                }
+            }
+            sums.0 += acc_s.iter().map(|&x| x as f64).sum::<f64>();
+        }
+        if with_t {
+            for (ce, cz) in tmp.chunks_exact(LANES).zip(block.chunks_exact(LANES)) {
+                for l in 0..LANES {
                     acc_t[l] += ce[l] * (cz[l] - m);
                 }
             }
+            sums.1 += acc_t.iter().map(|&x| x as f64).sum::<f64>();
+        }
+    } else {
+        for (i, &zi) in block.iter().enumerate() {
+            let d = zi - m;
+            let e = exp_f32(scale * d);
+            tmp[i] = e;
+            acc_s[i % LANES] += e;
+            acc_t[i % LANES] += e * d;
+        }
+        sums.0 += acc_s.iter().map(|&x| x as f64).sum::<f64>();
+        if with_t {
+            sums.1 += acc_t.iter().map(|&x| x as f64).sum::<f64>();
+        }
+    }
+}
+
+/// Largest value of a block and whether it holds a NaN.
+#[inline(always)]
+fn block_max(block: &[f32]) -> (f32, bool) {
+    let mut max = [f32::NEG_INFINITY; LANES];
+    let mut nan = [0u32; LANES];
+    for c in block.chunks_exact(LANES) {
+        for l in 0..LANES {
+            max[l] = if c[l] > max[l] { c[l] } else { max[l] };
+            nan[l] |= u32::from(c[l].is_nan());
+        }
+    }
+    let m = max
+        .iter()
+        .fold(f32::NEG_INFINITY, |a, &v| if v > a { v } else { a });
+    (m, nan.iter().any(|&x| x != 0))
+}
+
+/// Exponential passes at several scales (> 0) in one sweep over `z`, with `m ≥ max z`:
+/// `sums[k].0` gets `Σ e` at `scales[k]`, `sums[0].1` also `Σ e·(z − m)` (the others 0), and
+/// `out` (when given) the `e_i` of the first scale.
+///
+/// Each scale's blocks are summed in the same order as a pass of its own, so the bits are those
+/// of separate passes. A full block whose largest logit is far enough below `m` for every
+/// exponential to sit at the clamp (the tail of a peaked distribution at α = 5, say) adds the
+/// clamped block's sum, computed once, without taking 64 exponentials.
+#[inline(always)]
+fn exp_passes_generic(
+    z: &[f32],
+    m: f32,
+    scales: &[f32],
+    mut out: Option<&mut [f32]>,
+    sums: &mut [PassSums],
+) {
+    sums.fill((0.0, 0.0));
+    let mut tmp = [0f32; BLOCK];
+    // Σ e of a full block at the clamp, by the same arithmetic as any other block.
+    let clamped_block_s = {
+        let mut s = (0.0, 0.0);
+        exp_block(
+            &[f32::NEG_INFINITY; BLOCK],
+            0.0,
+            1.0,
+            &mut tmp,
+            &mut s,
+            false,
+            None,
+        );
+        s.0
+    };
+    for (bi, block) in z.chunks(BLOCK).enumerate() {
+        let (block_top, nan) = if block.len() == BLOCK {
+            block_max(block)
         } else {
-            for (i, &zi) in block.iter().enumerate() {
-                let d = zi - m;
-                let e = exp_f32(scale * d);
-                tmp[i] = e;
-                acc_s[i % LANES] += e;
-                acc_t[i % LANES] += e * d;
+            (f32::NAN, true)
+        };
+        for (k, (&scale, sum)) in scales.iter().zip(sums.iter_mut()).enumerate() {
+            // scale·(z − m) grows with z (rounding keeps order): the block's largest decides.
+            let clamped =
+                (!nan && scale * (block_top - m) <= EXP_LOWEST).then_some(clamped_block_s);
+            exp_block(block, m, scale, &mut tmp, sum, k == 0, clamped);
+            if k == 0 {
+                if let Some(out) = out.as_deref_mut() {
+                    out[bi * BLOCK..bi * BLOCK + block.len()].copy_from_slice(&tmp[..block.len()]);
+                }
             }
         }
-        if let Some(out) = out.as_deref_mut() {
-            out[bi * BLOCK..bi * BLOCK + n].copy_from_slice(&tmp[..n]);
-        }
-        s += acc_s.iter().map(|&x| x as f64).sum::<f64>();
-        t += acc_t.iter().map(|&x| x as f64).sum::<f64>();
     }
-    (s, t)
+}
+
+/// Writes `e_i = exp(scale·(z_i − m))` into `out` (when given) and returns `(Σ e, Σ e·(z − m))`:
+/// every exponential taken, as [`row_stats_multipass`] and the lens trainer do.
+#[inline(always)]
+fn exp_pass_generic(z: &[f32], m: f32, scale: f32, mut out: Option<&mut [f32]>) -> (f64, f64) {
+    let mut sums = (0.0, 0.0);
+    let mut tmp = [0f32; BLOCK];
+    for (bi, block) in z.chunks(BLOCK).enumerate() {
+        exp_block(block, m, scale, &mut tmp, &mut sums, true, None);
+        if let Some(out) = out.as_deref_mut() {
+            out[bi * BLOCK..bi * BLOCK + block.len()].copy_from_slice(&tmp[..block.len()]);
+        }
+    }
+    sums
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -266,17 +374,11 @@ unsafe fn exp_pass_avx512(z: &[f32], m: f32, scale: f32, out: Option<&mut [f32]>
 pub(crate) fn exp_pass(z: &[f32], m: f32, scale: f32, out: Option<&mut [f32]>) -> (f64, f64) {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512vl")
-            && std::arch::is_x86_feature_detected!("avx512dq")
-            && std::arch::is_x86_feature_detected!("avx2")
-            && std::arch::is_x86_feature_detected!("fma")
-        {
+        if has_avx512() {
             // SAFETY: the CPU supports the features the function was compiled for.
             return unsafe { exp_pass_avx512(z, m, scale, out) };
         }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
+        if has_avx2() {
             // SAFETY: the CPU supports the features the function was compiled for.
             return unsafe { exp_pass_avx2(z, m, scale, out) };
         }
@@ -284,24 +386,149 @@ pub(crate) fn exp_pass(z: &[f32], m: f32, scale: f32, out: Option<&mut [f32]>) -
     exp_pass_generic(z, m, scale, out)
 }
 
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn exp_passes_avx2(
+    z: &[f32],
+    m: f32,
+    scales: &[f32],
+    out: Option<&mut [f32]>,
+    sums: &mut [PassSums],
+) {
+    exp_passes_generic(z, m, scales, out, sums)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl,avx512dq,avx2,fma")]
+unsafe fn exp_passes_avx512(
+    z: &[f32],
+    m: f32,
+    scales: &[f32],
+    out: Option<&mut [f32]>,
+    sums: &mut [PassSums],
+) {
+    exp_passes_generic(z, m, scales, out, sums)
+}
+
+/// [`exp_pass`] at every scale of `scales` in one sweep (the same bits as one pass per scale).
+fn exp_passes(z: &[f32], m: f32, scales: &[f32], out: Option<&mut [f32]>, sums: &mut [PassSums]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if has_avx512() {
+            // SAFETY: the CPU supports the features the function was compiled for.
+            return unsafe { exp_passes_avx512(z, m, scales, out, sums) };
+        }
+        if has_avx2() {
+            // SAFETY: the CPU supports the features the function was compiled for.
+            return unsafe { exp_passes_avx2(z, m, scales, out, sums) };
+        }
+    }
+    exp_passes_generic(z, m, scales, out, sums)
+}
+
+#[cfg(target_arch = "x86_64")]
+fn has_avx512() -> bool {
+    std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512vl")
+        && std::arch::is_x86_feature_detected!("avx512dq")
+        && has_avx2()
+}
+
+#[cfg(target_arch = "x86_64")]
+fn has_avx2() -> bool {
+    std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+}
+
 /// Index and value of the largest logit (smallest index among equals). NaN logits are an error.
 fn argmax(z: &[f32]) -> Result<(usize, f32)> {
+    let (max, any_nan) = max_and_nan(z);
+    if any_nan {
+        let i = z.iter().position(|v| v.is_nan()).unwrap_or(0);
+        return Err(nan_logit(i));
+    }
+    if !max.is_finite() {
+        return Err(no_distribution());
+    }
+    // The first logit equal to the largest: the one a left-to-right scan keeps (and, of −0 and
+    // +0, the one it meets first).
+    let i = first_equal(z, max);
+    let m = *z.get(i).ok_or_else(no_distribution)?;
+    Ok((i, m))
+}
+
+/// [`argmax`] as one scalar scan: the reference the vectorized form is tested against.
+fn argmax_scan(z: &[f32]) -> Result<(usize, f32)> {
     let mut best = (0usize, f32::NEG_INFINITY);
     for (i, &v) in z.iter().enumerate() {
         if v > best.1 {
             best = (i, v);
         } else if v.is_nan() {
-            return Err(Error::Data(format!(
-                "logit {i} is NaN: the model produced non-finite activations"
-            )));
+            return Err(nan_logit(i));
         }
     }
     if !best.1.is_finite() {
-        return Err(Error::Data(
-            "all logits are -inf or the row is empty: no distribution to measure".into(),
-        ));
+        return Err(no_distribution());
     }
     Ok(best)
+}
+
+fn nan_logit(i: usize) -> Error {
+    Error::Data(format!(
+        "logit {i} is NaN: the model produced non-finite activations"
+    ))
+}
+
+fn no_distribution() -> Error {
+    Error::Data("all logits are -inf or the row is empty: no distribution to measure".into())
+}
+
+/// Largest value of `z` ignoring NaNs (−∞ when empty), and whether it holds a NaN.
+#[inline(always)]
+fn max_and_nan_generic(z: &[f32]) -> (f32, bool) {
+    const W: usize = 16;
+    let mut max = [f32::NEG_INFINITY; W];
+    let mut nan = [0u32; W];
+    let chunks = z.chunks_exact(W);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for l in 0..W {
+            max[l] = if c[l] > max[l] { c[l] } else { max[l] };
+            nan[l] |= u32::from(c[l].is_nan());
+        }
+    }
+    let mut m = f32::NEG_INFINITY;
+    let mut any_nan = nan.iter().any(|&x| x != 0);
+    for &v in max.iter().chain(rest) {
+        m = if v > m { v } else { m };
+        any_nan |= v.is_nan();
+    }
+    (m, any_nan)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl,avx512dq,avx2,fma")]
+unsafe fn max_and_nan_avx512(z: &[f32]) -> (f32, bool) {
+    max_and_nan_generic(z)
+}
+
+fn max_and_nan(z: &[f32]) -> (f32, bool) {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512() {
+        // SAFETY: the CPU supports the features the function was compiled for.
+        return unsafe { max_and_nan_avx512(z) };
+    }
+    max_and_nan_generic(z)
+}
+
+/// Index of the first element equal to `v` (`z.len()` if none): blocks are tested whole (a
+/// branch-free comparison), then the block that holds it is searched.
+fn first_equal(z: &[f32], v: f32) -> usize {
+    for (bi, block) in z.chunks(BLOCK).enumerate() {
+        if block.iter().fold(false, |hit, &x| hit | (x == v)) {
+            return bi * BLOCK + block.iter().position(|&x| x == v).unwrap_or(0);
+        }
+    }
+    z.len()
 }
 
 /// The `k` largest logits, descending, smaller ids first among equals.
@@ -328,42 +555,72 @@ fn top_k(z: &[f32], k: usize) -> Vec<(u32, f32)> {
     }
     let mut best: Vec<(u32, f32)> = Vec::with_capacity(k + 1);
     let mut floor = f32::NEG_INFINITY;
-    for (i, &v) in z.iter().enumerate() {
-        if best.len() == k && v <= floor {
+    for (bi, block) in z.chunks(BLOCK).enumerate() {
+        // Most blocks hold nothing above the k-th largest so far: one branch-free test skips them.
+        if best.len() == k && block.iter().fold(true, |below, &v| below & (v <= floor)) {
             continue;
         }
-        // Insert after every element ≥ v: earlier (smaller) ids win ties.
-        let pos = best.iter().position(|&(_, b)| b < v).unwrap_or(best.len());
-        best.insert(pos, (i as u32, v));
-        if best.len() > k {
-            best.pop();
-        }
-        if best.len() == k {
-            floor = best[k - 1].1;
+        for (j, &v) in block.iter().enumerate() {
+            let i = bi * BLOCK + j;
+            if best.len() == k && v <= floor {
+                continue;
+            }
+            // Insert after every element ≥ v: earlier (smaller) ids win ties.
+            let pos = best.iter().position(|&(_, b)| b < v).unwrap_or(best.len());
+            best.insert(pos, (i as u32, v));
+            if best.len() > k {
+                best.pop();
+            }
+            if best.len() == k {
+                floor = best[k - 1].1;
+            }
         }
     }
     best
 }
 
+/// [`top_k`] (k ≤ 64) as one scalar scan: the reference of [`row_stats_multipass`].
+fn top_k_scan(z: &[f32], k: usize) -> Vec<(u32, f32)> {
+    let k = k.min(z.len());
+    if k == 0 || k > 64 {
+        return top_k(z, k);
+    }
+    let mut best: Vec<(u32, f32)> = Vec::with_capacity(k + 1);
+    for (i, &v) in z.iter().enumerate() {
+        if best.len() == k && v <= best[k - 1].1 {
+            continue;
+        }
+        let pos = best.iter().position(|&(_, b)| b < v).unwrap_or(best.len());
+        best.insert(pos, (i as u32, v));
+        best.truncate(k);
+    }
+    best
+}
+
+/// Fills the histogram of `e` over [`bucket`]s: counts and sums, one scatter per value.
+fn histogram(e: &[f32], count: &mut Vec<u32>, sum: &mut Vec<f64>) {
+    count.clear();
+    count.resize(N_BUCKETS, 0);
+    sum.clear();
+    sum.resize(N_BUCKETS, 0.0);
+    for &x in e {
+        let b = bucket(x);
+        count[b] += 1;
+        sum[b] += x as f64;
+    }
+}
+
 /// Size (and optionally ids) of the smallest set of most likely tokens with mass ≥ p, from the
-/// unnormalised weights `e` (max 1). Two passes: a histogram over the top bits of `e` finds the
-/// bucket where the cumulative mass crosses p, then that bucket alone is sorted.
+/// unnormalised weights `e` (max 1) and their histogram (`count`, `sum` per [`bucket`]): the
+/// bucket where the cumulative mass crosses p is found, then that bucket alone is sorted.
 fn top_p_set(
     e: &[f32],
     p: f64,
     want_ids: bool,
-    scratch_count: &mut Vec<u32>,
-    scratch_sum: &mut Vec<f64>,
+    count: &[u32],
+    sum: &[f64],
 ) -> (u32, Option<Vec<u32>>) {
-    scratch_count.clear();
-    scratch_count.resize(N_BUCKETS, 0);
-    scratch_sum.clear();
-    scratch_sum.resize(N_BUCKETS, 0.0);
-    for &x in e {
-        let b = bucket(x);
-        scratch_count[b] += 1;
-        scratch_sum[b] += x as f64;
-    }
+    let (scratch_count, scratch_sum) = (count, sum);
     let total: f64 = scratch_sum.iter().sum();
     let target = p * total;
     let mut cum = 0f64;
@@ -427,14 +684,73 @@ fn sorted_ids(e: &[f32], keep: impl Fn(f32) -> bool) -> Vec<u32> {
 }
 
 /// Statistics of the distribution `softmax(z)`.
+///
+/// One sweep over the logits finds the largest, a second takes the exponentials of every Rényi
+/// order at once (and keeps `e_i = exp(z_i − m)` for the top-p set); the bits are those of
+/// [`row_stats_multipass`], which takes one pass per statistic.
 pub fn row_stats(z: &[f32], spec: &StatSpec, scratch: &mut Scratch) -> Result<DistStats> {
     let (imax, m) = argmax(z)?;
     scratch.e.resize(z.len(), 0.0);
+    // Scale 1 first (its exponentials are kept), then each order that needs a pass of its own.
+    let mut scales = vec![1.0f32];
+    let mut pass_of = Vec::with_capacity(spec.alphas.len());
+    for &a in &spec.alphas {
+        if renyi_needs_pass(a) {
+            pass_of.push(Some(scales.len()));
+            scales.push(a as f32);
+        } else {
+            pass_of.push(None);
+        }
+    }
+    let mut sums = vec![(0.0, 0.0); scales.len()];
+    exp_passes(z, m, &scales, Some(&mut scratch.e), &mut sums);
+    let (s, t) = sums[0];
+    let renyi_sum = |k: usize| pass_of[k].map(|j| sums[j].0);
+    let top = top_k(z, spec.top_k);
+    finish_row(z, spec, scratch, imax, m, s, t, renyi_sum, top)
+}
+
+/// Whether the Rényi entropy of order `a` needs an exponential pass at scale `a` (the others are
+/// Shannon, min-entropy, the support count, or a closed form beyond f32).
+fn renyi_needs_pass(a: f64) -> bool {
+    a != 1.0 && !a.is_infinite() && a != 0.0 && (a as f32).is_finite()
+}
+
+/// [`row_stats`] with one pass over the logits per statistic (a scalar scan for the largest, an
+/// exponential pass per Rényi order, a scalar scan for the top k): the straightforward form, kept as the reference the fused
+/// one is tested against bit for bit, and as the baseline of `cargo bench --bench row_stats`.
+#[doc(hidden)]
+pub fn row_stats_multipass(z: &[f32], spec: &StatSpec, scratch: &mut Scratch) -> Result<DistStats> {
+    let (imax, m) = argmax_scan(z)?;
+    scratch.e.resize(z.len(), 0.0);
     let (s, t) = exp_pass(z, m, 1.0, Some(&mut scratch.e));
+    let renyi_sum = |k: usize| {
+        let a = spec.alphas[k];
+        renyi_needs_pass(a).then(|| exp_pass(z, m, a as f32, None).0)
+    };
+    let top = top_k_scan(z, spec.top_k);
+    finish_row(z, spec, scratch, imax, m, s, t, renyi_sum, top)
+}
+
+/// The statistics of a row from its largest logit `(imax, m)`, the sums `s = Σ e`,
+/// `t = Σ e·(z − m)`, the exponentials in `scratch.e`, `renyi_sum(k)`: `Σ e^α` for the k-th
+/// order when it needs a pass, and the top k logits.
+#[allow(clippy::too_many_arguments)]
+fn finish_row(
+    z: &[f32],
+    spec: &StatSpec,
+    scratch: &mut Scratch,
+    imax: usize,
+    m: f32,
+    s: f64,
+    t: f64,
+    renyi_sum: impl Fn(usize) -> Option<f64>,
+    top: Vec<(u32, f32)>,
+) -> Result<DistStats> {
     let ln_s = s.ln();
     let shannon = (ln_s - t / s).max(0.0);
     let mut renyi = Vec::with_capacity(spec.alphas.len());
-    for &a in &spec.alphas {
+    for (k, &a) in spec.alphas.iter().enumerate() {
         let h = if a == 1.0 {
             shannon
         } else if a.is_infinite() {
@@ -443,8 +759,7 @@ pub fn row_stats(z: &[f32], spec: &StatSpec, scratch: &mut Scratch) -> Result<Di
             let cut = (spec.support_threshold * s) as f32;
             let n = scratch.e.iter().filter(|&&x| x > cut).count();
             (n.max(1) as f64).ln()
-        } else if (a as f32).is_finite() {
-            let (r, _) = exp_pass(z, m, a as f32, None);
+        } else if let Some(r) = renyi_sum(k) {
             ((r.ln() - a * ln_s) / (1.0 - a)).max(0.0)
         } else {
             // α beyond f32: Σ p_i^α = S^-α · #{z_i = m} to double precision, written so that
@@ -458,15 +773,15 @@ pub fn row_stats(z: &[f32], spec: &StatSpec, scratch: &mut Scratch) -> Result<Di
         // The most likely token alone carries mass ≥ p.
         (1, spec.needs_top_p_ids().then(|| vec![imax as u32]))
     } else {
-        top_p_set(
-            &scratch.e,
-            spec.top_p,
-            spec.needs_top_p_ids(),
-            &mut scratch.hist_count,
-            &mut scratch.hist_sum,
-        )
+        let Scratch {
+            e,
+            hist_count,
+            hist_sum,
+        } = scratch;
+        histogram(e, hist_count, hist_sum);
+        top_p_set(e, spec.top_p, spec.needs_top_p_ids(), hist_count, hist_sum)
     };
-    let top_k = top_k(z, spec.top_k)
+    let top_k = top
         .into_iter()
         .map(|(i, v)| (i, ((v - m) as f64).exp() / s))
         .collect();
@@ -516,6 +831,21 @@ mod tests {
             .collect()
     }
 
+    /// Logits about `depth` below one spike (token n/3, logit 0), as in a confident layer's tail.
+    fn peaked(n: usize, seed: u64, depth: f32) -> Vec<f32> {
+        let mut z: Vec<f32> = logits(n, seed, 4.0).iter().map(|v| v - depth).collect();
+        z[n / 3] = 0.0;
+        let clamped_blocks = z
+            .chunks_exact(BLOCK)
+            .filter(|b| b.iter().all(|&v| 5.0 * v <= EXP_LOWEST))
+            .count();
+        assert!(
+            clamped_blocks * BLOCK * 2 > n,
+            "the row exercises the clamped blocks"
+        );
+        z
+    }
+
     #[test]
     fn fast_exp_is_accurate() {
         let mut worst = 0f64;
@@ -550,8 +880,22 @@ mod tests {
 
     #[test]
     fn exp_pass_gives_the_same_bits_on_every_instruction_set() {
-        for (n, seed) in [(49_152 + 37, 1), (1000, 2), (63, 3)] {
-            let z = logits(n, seed, 8.0);
+        // Spreads 8 and 60: at 60, whole blocks sit at the clamp for α = 5 (and some for α = 1).
+        for (n, seed, spread) in [
+            (49_152 + 37, 1, 8.0),
+            (1000, 2, 8.0),
+            (63, 3, 8.0),
+            (49_152, 4, 200.0),
+            (4096 + 5, 5, 60.0),
+        ] {
+            let mut z = logits(n, seed, spread);
+            z[n / 2] = f32::NEG_INFINITY;
+            // A peaked row: most blocks at the clamp for α = 5 (and for α = 1 below −87).
+            if spread > 100.0 {
+                z = peaked(n, seed, 100.0);
+            } else if spread > 50.0 {
+                z = peaked(n, seed, 30.0);
+            }
             let m = z.iter().copied().fold(f32::MIN, f32::max);
             for scale in [1.0f32, 0.5, 5.0] {
                 let mut e_generic = vec![0f32; n];
@@ -570,6 +914,30 @@ mod tests {
                 let mut e_best = vec![0f32; n];
                 let best = exp_pass(&z, m, scale, Some(&mut e_best));
                 assert_eq!(generic.0.to_bits(), best.0.to_bits(), "n {n} scale {scale}");
+                let mut one = [(0.0, 0.0)];
+                exp_passes(&z, m, &[scale], None, &mut one);
+                assert_eq!(
+                    (one[0].0.to_bits(), one[0].1.to_bits()),
+                    (before.0.to_bits(), before.1.to_bits())
+                );
+                let mut sums = [(0.0, 0.0); 2];
+                let mut e_fused = vec![0f32; n];
+                exp_passes(&z, m, &[scale, 1.0], Some(&mut e_fused), &mut sums);
+                assert_eq!(
+                    sums[0].0.to_bits(),
+                    before.0.to_bits(),
+                    "n {n} scale {scale}"
+                );
+                assert_eq!(
+                    sums[0].1.to_bits(),
+                    before.1.to_bits(),
+                    "n {n} scale {scale}"
+                );
+                assert_eq!(sums[1].0.to_bits(), exp_pass_before(&z, m, 1.0).0.to_bits());
+                assert!(e_fused
+                    .iter()
+                    .zip(&e_generic)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()));
                 assert_eq!(generic.1.to_bits(), best.1.to_bits(), "n {n} scale {scale}");
                 assert!(e_generic
                     .iter()
@@ -589,6 +957,111 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// Every field, to the bit.
+    fn same_bits(a: &DistStats, b: &DistStats) -> bool {
+        a.shannon.to_bits() == b.shannon.to_bits()
+            && a.renyi.len() == b.renyi.len()
+            && a.renyi
+                .iter()
+                .zip(&b.renyi)
+                .all(|(x, y)| x.to_bits() == y.to_bits())
+            && a.top_p_count == b.top_p_count
+            && a.top_p_ids == b.top_p_ids
+            && a.top_k.len() == b.top_k.len()
+            && a.top_k
+                .iter()
+                .zip(&b.top_k)
+                .all(|(x, y)| x.0 == y.0 && x.1.to_bits() == y.1.to_bits())
+    }
+
+    #[test]
+    fn fused_row_stats_give_the_bits_of_one_pass_per_statistic() {
+        let spec = StatSpec {
+            alphas: vec![0.5, 1.0, 5.0, 0.0, f64::INFINITY, 2.0, 1e60],
+            top_p_ids: true,
+            top_k: 7,
+            ..Default::default()
+        };
+        let mut rows: Vec<Vec<f32>> = Vec::new();
+        for (n, spread) in [
+            (262_144, 12.0),
+            (49_152 + 37, 30.0),
+            (1000, 2.0),
+            (63, 8.0),
+            (1, 1.0),
+        ] {
+            rows.push(logits(n, n as u64 + 7, spread));
+        }
+        rows.push(peaked(262_144, 3, 30.0));
+        rows.push(peaked(49_152 + 17, 5, 100.0));
+        // Ties for the largest (−0 before +0, +0 before −0), −∞ entries, a spike in the tail.
+        let mut ties = logits(5000, 9, 4.0);
+        ties[100] = 10.0;
+        ties[4000] = 10.0;
+        rows.push(ties);
+        rows.push(vec![-0.0, 0.0, -1.0, f32::NEG_INFINITY]);
+        rows.push(vec![0.0, -0.0, f32::NEG_INFINITY, -3.0]);
+        let mut tail = logits(4099, 11, 6.0);
+        tail[4098] = 50.0;
+        rows.push(tail);
+        // Exponentials down to the clamp at −87.
+        rows.push(logits(20_000, 13, 180.0));
+        let (mut a, mut b) = (Scratch::default(), Scratch::default());
+        for p in [0.6, 0.999, 1.0] {
+            let spec = StatSpec {
+                top_p: p,
+                ..spec.clone()
+            };
+            for (r, z) in rows.iter().enumerate() {
+                let fused = row_stats(z, &spec, &mut a).unwrap();
+                let multi = row_stats_multipass(z, &spec, &mut b).unwrap();
+                assert!(
+                    same_bits(&fused, &multi),
+                    "p {p} row {r}: {fused:?} vs {multi:?}"
+                );
+                assert_eq!(argmax(z).unwrap(), argmax_scan(z).unwrap(), "row {r}");
+            }
+        }
+        // The same errors, naming the same logit.
+        for z in [
+            vec![0.0, 1.0, f32::NAN, 2.0, f32::NAN],
+            vec![f32::NEG_INFINITY; 40],
+            vec![],
+            {
+                let mut v = logits(3000, 4, 5.0);
+                v[2049] = f32::NAN;
+                v
+            },
+        ] {
+            let fused = row_stats(&z, &spec, &mut a).unwrap_err().to_string();
+            let multi = row_stats_multipass(&z, &spec, &mut b)
+                .unwrap_err()
+                .to_string();
+            assert_eq!(fused, multi);
+        }
+        assert!(row_stats(&[0.0, f32::NAN], &spec, &mut a)
+            .unwrap_err()
+            .to_string()
+            .contains("logit 1 is NaN"));
+    }
+
+    #[test]
+    fn a_block_at_the_clamp_sums_as_if_exponentiated() {
+        // Alone in a pass, so that its tiny sum is not rounded away by a larger one.
+        let block: Vec<f32> = logits(BLOCK, 9, 4.0).iter().map(|v| v - 100.0).collect();
+        for scale in [1.0f32, 5.0] {
+            let (mut direct, mut tmp) = ((0.0, 0.0), [0f32; BLOCK]);
+            exp_block(&block, 0.0, scale, &mut tmp, &mut direct, true, None);
+            let mut sums = [(0.0, 0.0)];
+            let mut e = vec![0f32; BLOCK];
+            exp_passes(&block, 0.0, &[scale], Some(&mut e), &mut sums);
+            assert_eq!(sums[0].0.to_bits(), direct.0.to_bits(), "scale {scale}");
+            assert_eq!(sums[0].1.to_bits(), direct.1.to_bits(), "scale {scale}");
+            assert_eq!(e, tmp.to_vec());
+            assert!(e.iter().all(|&x| x == exp_f32(EXP_LOWEST)));
         }
     }
 
@@ -676,6 +1149,25 @@ mod tests {
         )
         .unwrap();
         assert_eq!((st.top_p_count, st.top_p_ids.unwrap()), (1, vec![42]));
+    }
+
+    #[test]
+    fn top_k_skipping_blocks_keeps_the_scan_order() {
+        let mut tied = logits(10_000, 21, 3.0);
+        for i in (0..10_000).step_by(97) {
+            tied[i] = 2.0; // many equal values above most of the row
+        }
+        for z in [
+            logits(262_144, 20, 12.0),
+            peaked(49_152, 22, 30.0),
+            tied,
+            (0..5000).map(|i| i as f32 * 1e-3).collect(), // rising: every block holds a new top
+            logits(70, 23, 1.0),
+        ] {
+            for k in [1, 5, 17, 64] {
+                assert_eq!(top_k(&z, k), top_k_scan(&z, k), "k {k}");
+            }
+        }
     }
 
     #[test]
