@@ -192,7 +192,7 @@ fn bucket(x: f32) -> usize {
 /// Number of buckets for values in [0, 1].
 const N_BUCKETS: usize = (0x3F80_0000u32 >> 16) as usize + 1;
 
-/// Below this, [`exp_f32`] returns `exp_f32(EXP_LOWEST)` (its result stays a normal f32).
+/// At or below this, [`exp_f32`] returns `exp_f32(EXP_LOWEST)` (its result stays a normal f32).
 const EXP_LOWEST: f32 = -87.0;
 
 #[inline(always)]
@@ -217,6 +217,17 @@ fn exp_f32(x: f32) -> f32 {
 /// The sums of one exponential pass: `(Σ e, Σ e·(z − m))` with `e = exp(scale·(z − m))`.
 type PassSums = (f64, f64);
 
+/// A logit's term of `Σ e·(z − m)`: `e·d`, and 0 for a logit of −∞ (probability 0 contributes
+/// nothing to the entropy; `e` there is the clamp's e^−87, which times −∞ would make it +∞).
+#[inline(always)]
+fn t_term(e: f32, d: f32) -> f32 {
+    if d == f32::NEG_INFINITY {
+        0.0
+    } else {
+        e * d
+    }
+}
+
 /// One block (≤ 64 logits) of an exponential pass at `scale`: writes its `e_i` to `tmp` and adds
 /// the block's sums to `sums` (the second only `with_t`). `clamped` is `Some(Σ e)` of a full block
 /// whose every `scale·(z − m)` is at or below [`EXP_LOWEST`]: its `e_i` are all `exp_f32(EXP_LOWEST)`
@@ -239,6 +250,8 @@ fn exp_block(
     let mut acc_t = [0f32; LANES];
     if block.len() == BLOCK {
         if let Some(block_s) = clamped {
+            #[cfg(test)]
+            tests::CLAMPED_BLOCKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             tmp.fill(exp_f32(EXP_LOWEST));
             sums.0 += block_s;
         } else {
@@ -255,7 +268,7 @@ fn exp_block(
         if with_t {
             for (ce, cz) in tmp.chunks_exact(LANES).zip(block.chunks_exact(LANES)) {
                 for l in 0..LANES {
-                    acc_t[l] += ce[l] * (cz[l] - m);
+                    acc_t[l] += t_term(ce[l], cz[l] - m);
                 }
             }
             sums.1 += acc_t.iter().map(|&x| x as f64).sum::<f64>();
@@ -266,7 +279,7 @@ fn exp_block(
             let e = exp_f32(scale * d);
             tmp[i] = e;
             acc_s[i % LANES] += e;
-            acc_t[i % LANES] += e * d;
+            acc_t[i % LANES] += t_term(e, d);
         }
         sums.0 += acc_s.iter().map(|&x| x as f64).sum::<f64>();
         if with_t {
@@ -292,14 +305,14 @@ fn block_max(block: &[f32]) -> (f32, bool) {
     (m, nan.iter().any(|&x| x != 0))
 }
 
-/// Exponential passes at several scales (> 0) in one sweep over `z`, with `m ≥ max z`:
+/// Exponential passes at several scales in one sweep over `z` (`m` is the largest logit):
 /// `sums[k].0` gets `Σ e` at `scales[k]`, `sums[0].1` also `Σ e·(z − m)` (the others 0), and
 /// `out` (when given) the `e_i` of the first scale.
 ///
 /// Each scale's blocks are summed in the same order as a pass of its own, so the bits are those
-/// of separate passes. A full block whose largest logit is far enough below `m` for every
-/// exponential to sit at the clamp (the tail of a peaked distribution at α = 5, say) adds the
-/// clamped block's sum, computed once, without taking 64 exponentials.
+/// of separate passes. At the scales after the first, a full block whose largest logit is far
+/// enough below `m` for every exponential to sit at the clamp (the tail of a peaked distribution at
+/// α = 5, say) adds the clamped block's sum, computed once, without taking 64 exponentials.
 #[inline(always)]
 fn exp_passes_generic(
     z: &[f32],
@@ -324,22 +337,26 @@ fn exp_passes_generic(
         );
         s.0
     };
+    let (first, rest) = (scales[0], &scales[1..]);
     for (bi, block) in z.chunks(BLOCK).enumerate() {
+        // The first scale as a pass of its own: Shannon's order, whose blocks rarely clamp.
+        exp_block(block, m, first, &mut tmp, &mut sums[0], true, None);
+        if let Some(out) = out.as_deref_mut() {
+            out[bi * BLOCK..bi * BLOCK + block.len()].copy_from_slice(&tmp[..block.len()]);
+        }
+        if rest.is_empty() {
+            continue;
+        }
         let (block_top, nan) = if block.len() == BLOCK {
             block_max(block)
         } else {
             (f32::NAN, true)
         };
-        for (k, (&scale, sum)) in scales.iter().zip(sums.iter_mut()).enumerate() {
+        for (&scale, sum) in rest.iter().zip(&mut sums[1..]) {
             // scale·(z − m) grows with z (rounding keeps order): the block's largest decides.
             let clamped =
                 (!nan && scale * (block_top - m) <= EXP_LOWEST).then_some(clamped_block_s);
-            exp_block(block, m, scale, &mut tmp, sum, k == 0, clamped);
-            if k == 0 {
-                if let Some(out) = out.as_deref_mut() {
-                    out[bi * BLOCK..bi * BLOCK + block.len()].copy_from_slice(&tmp[..block.len()]);
-                }
-            }
+            exp_block(block, m, scale, &mut tmp, sum, false, clamped);
         }
     }
 }
@@ -799,6 +816,14 @@ fn finish_row(
 mod tests {
     use super::*;
 
+    /// Full blocks the exponential sweep has taken at the clamp, without exponentials.
+    pub(super) static CLAMPED_BLOCKS: std::sync::atomic::AtomicUsize =
+        std::sync::atomic::AtomicUsize::new(0);
+
+    fn clamped_blocks() -> usize {
+        CLAMPED_BLOCKS.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Straightforward f64 reference.
     fn reference(z: &[f32], alpha: f64) -> f64 {
         let m = z.iter().cloned().fold(f32::NEG_INFINITY, f32::max) as f64;
@@ -870,7 +895,8 @@ mod tests {
                 let d = zi - m;
                 let e = exp_f32(scale * d);
                 acc_s[i % LANES] += e;
-                acc_t[i % LANES] += e * d;
+                // −∞ logits: 0 (they made the sum −∞ as first written).
+                acc_t[i % LANES] += if d == f32::NEG_INFINITY { 0.0 } else { e * d };
             }
             s += acc_s.iter().map(|&x| x as f64).sum::<f64>();
             t += acc_t.iter().map(|&x| x as f64).sum::<f64>();
@@ -878,84 +904,110 @@ mod tests {
         (s, t)
     }
 
+    /// The rows the exponential passes are checked on: spread, peaked (whole blocks at the clamp
+    /// for α = 5, and for α = 1 at depth 100), with −∞ logits inside full and partial blocks.
+    fn pass_rows() -> Vec<Vec<f32>> {
+        let mut rows = vec![
+            logits(49_152 + 37, 1, 8.0),
+            logits(1000, 2, 8.0),
+            logits(63, 3, 8.0),
+            peaked(49_152, 4, 100.0),
+            peaked(4096 + 5, 5, 30.0),
+        ];
+        for z in &mut rows {
+            let n = z.len();
+            z[n / 2] = f32::NEG_INFINITY;
+            z[n - 1] = f32::NEG_INFINITY;
+            if n > 700 {
+                z[600..664].fill(f32::NEG_INFINITY); // a whole block of them
+            }
+        }
+        rows
+    }
+
+    /// Bits of a pass's sums and exponentials.
+    fn bits(sums: (f64, f64), e: &[f32]) -> (u64, u64, Vec<u32>) {
+        let e = e.iter().map(|x| x.to_bits()).collect();
+        (sums.0.to_bits(), sums.1.to_bits(), e)
+    }
+
     #[test]
     fn exp_pass_gives_the_same_bits_on_every_instruction_set() {
-        // Spreads 8 and 60: at 60, whole blocks sit at the clamp for α = 5 (and some for α = 1).
-        for (n, seed, spread) in [
-            (49_152 + 37, 1, 8.0),
-            (1000, 2, 8.0),
-            (63, 3, 8.0),
-            (49_152, 4, 200.0),
-            (4096 + 5, 5, 60.0),
-        ] {
-            let mut z = logits(n, seed, spread);
-            z[n / 2] = f32::NEG_INFINITY;
-            // A peaked row: most blocks at the clamp for α = 5 (and for α = 1 below −87).
-            if spread > 100.0 {
-                z = peaked(n, seed, 100.0);
-            } else if spread > 50.0 {
-                z = peaked(n, seed, 30.0);
-            }
+        let clamped_before = clamped_blocks();
+        for z in pass_rows() {
+            let n = z.len();
             let m = z.iter().copied().fold(f32::MIN, f32::max);
             for scale in [1.0f32, 0.5, 5.0] {
-                let mut e_generic = vec![0f32; n];
-                let generic = exp_pass_generic(&z, m, scale, Some(&mut e_generic));
                 let before = exp_pass_before(&z, m, scale);
+                let mut e = vec![0f32; n];
+                let generic = bits(exp_pass_generic(&z, m, scale, Some(&mut e)), &e);
                 assert_eq!(
-                    generic.0.to_bits(),
-                    before.0.to_bits(),
-                    "n {n} scale {scale}"
-                );
-                assert_eq!(
-                    generic.1.to_bits(),
-                    before.1.to_bits(),
-                    "n {n} scale {scale}"
-                );
-                let mut e_best = vec![0f32; n];
-                let best = exp_pass(&z, m, scale, Some(&mut e_best));
-                assert_eq!(generic.0.to_bits(), best.0.to_bits(), "n {n} scale {scale}");
-                let mut one = [(0.0, 0.0)];
-                exp_passes(&z, m, &[scale], None, &mut one);
-                assert_eq!(
-                    (one[0].0.to_bits(), one[0].1.to_bits()),
+                    (generic.0, generic.1),
                     (before.0.to_bits(), before.1.to_bits())
                 );
-                let mut sums = [(0.0, 0.0); 2];
-                let mut e_fused = vec![0f32; n];
-                exp_passes(&z, m, &[scale, 1.0], Some(&mut e_fused), &mut sums);
-                assert_eq!(
-                    sums[0].0.to_bits(),
-                    before.0.to_bits(),
-                    "n {n} scale {scale}"
-                );
-                assert_eq!(
-                    sums[0].1.to_bits(),
-                    before.1.to_bits(),
-                    "n {n} scale {scale}"
-                );
-                assert_eq!(sums[1].0.to_bits(), exp_pass_before(&z, m, 1.0).0.to_bits());
-                assert!(e_fused
-                    .iter()
-                    .zip(&e_generic)
-                    .all(|(a, b)| a.to_bits() == b.to_bits()));
-                assert_eq!(generic.1.to_bits(), best.1.to_bits(), "n {n} scale {scale}");
-                assert!(e_generic
-                    .iter()
-                    .zip(&e_best)
-                    .all(|(a, b)| a.to_bits() == b.to_bits()));
+                assert!(before.1.is_finite(), "−∞ logits leave Σ e·(z − m) finite");
+                let best = bits(exp_pass(&z, m, scale, Some(&mut e)), &e);
+                assert_eq!(best, generic, "n {n} scale {scale}");
+                // The sweep, alone and with a second scale, through each instruction set.
+                type Sweep = unsafe fn(&[f32], f32, &[f32], Option<&mut [f32]>, &mut [PassSums]);
+                let mut sweeps: Vec<(&str, Sweep)> =
+                    vec![("dispatch", |z, m, sc, o, s| exp_passes(z, m, sc, o, s))];
+                sweeps.push(("generic", |z, m, sc, o, s| {
+                    exp_passes_generic(z, m, sc, o, s)
+                }));
                 #[cfg(target_arch = "x86_64")]
-                if std::arch::is_x86_feature_detected!("avx2")
-                    && std::arch::is_x86_feature_detected!("fma")
-                {
-                    // SAFETY: the CPU supports the features checked just above.
-                    let mut e_avx2 = vec![0f32; n];
-                    let avx2 = unsafe { exp_pass_avx2(&z, m, scale, Some(&mut e_avx2)) };
-                    assert_eq!(e_avx2, e_generic);
+                if has_avx2() {
+                    sweeps.push(("avx2", exp_passes_avx2));
+                }
+                #[cfg(target_arch = "x86_64")]
+                if has_avx512() {
+                    sweeps.push(("avx512", exp_passes_avx512));
+                }
+                for (name, sweep) in sweeps {
+                    let mut sums = [(0.0, 0.0); 2];
+                    // SAFETY: each variant is listed only where the CPU has its features.
+                    unsafe { sweep(&z, m, &[scale, 1.0], Some(&mut e), &mut sums) };
+                    assert_eq!(bits(sums[0], &e), generic, "{name}: n {n} scale {scale}");
                     assert_eq!(
-                        (generic.0.to_bits(), generic.1.to_bits()),
-                        (avx2.0.to_bits(), avx2.1.to_bits())
+                        sums[1].0.to_bits(),
+                        exp_pass_before(&z, m, 1.0).0.to_bits(),
+                        "{name}"
                     );
                 }
+                #[cfg(target_arch = "x86_64")]
+                if has_avx2() {
+                    // SAFETY: the CPU supports the features checked just above.
+                    let avx2 = unsafe { exp_pass_avx2(&z, m, scale, Some(&mut e)) };
+                    assert_eq!(bits(avx2, &e), generic);
+                }
+            }
+        }
+        assert!(
+            clamped_blocks() > clamped_before + 1000,
+            "the rows take the clamped-block path"
+        );
+    }
+
+    #[test]
+    fn the_clamp_test_is_exact_at_its_threshold() {
+        // Blocks whose top sits at the last f32 with 5·top ≤ −87 and at the next one above.
+        let mut top = -17.0f32;
+        while 5.0 * top > EXP_LOWEST {
+            top = f32::from_bits(top.to_bits() + 1); // towards −∞
+        }
+        let above = f32::from_bits(top.to_bits() - 1);
+        assert!(5.0 * top <= EXP_LOWEST && 5.0 * above > EXP_LOWEST);
+        for t in [top, above] {
+            let mut z: Vec<f32> = logits(BLOCK, 31, 2.0).iter().map(|v| v - 40.0).collect();
+            z[17] = t;
+            // m = 0 without a logit at 0, so that the block's sum is not rounded away.
+            let before = exp_pass_before(&z, 0.0, 5.0);
+            let mut sums = [(0.0, 0.0); 2];
+            let clamped_before = clamped_blocks();
+            exp_passes(&z, 0.0, &[1.0, 5.0], None, &mut sums);
+            assert_eq!(sums[1].0.to_bits(), before.0.to_bits(), "top {t}");
+            if t == top {
+                assert!(clamped_blocks() > clamped_before, "taken at the clamp");
             }
         }
     }
@@ -1004,6 +1056,14 @@ mod tests {
         rows.push(ties);
         rows.push(vec![-0.0, 0.0, -1.0, f32::NEG_INFINITY]);
         rows.push(vec![0.0, -0.0, f32::NEG_INFINITY, -3.0]);
+        // The same ties in different lanes and blocks of a longer row.
+        for (first, second) in [(-0.0f32, 0.0f32), (0.0, -0.0)] {
+            let mut z = vec![-1.0f32; 300];
+            z[70] = first;
+            z[200] = second;
+            assert_eq!(argmax(&z).unwrap().1.to_bits(), first.to_bits());
+            rows.push(z);
+        }
         let mut tail = logits(4099, 11, 6.0);
         tail[4098] = 50.0;
         rows.push(tail);
@@ -1022,9 +1082,29 @@ mod tests {
                     same_bits(&fused, &multi),
                     "p {p} row {r}: {fused:?} vs {multi:?}"
                 );
-                assert_eq!(argmax(z).unwrap(), argmax_scan(z).unwrap(), "row {r}");
+                let (fast, scan) = (argmax(z).unwrap(), argmax_scan(z).unwrap());
+                assert_eq!(
+                    (fast.0, fast.1.to_bits()),
+                    (scan.0, scan.1.to_bits()),
+                    "row {r}"
+                );
             }
         }
+        // −∞ logits (probability 0) leave the entropies those of the other logits.
+        let z = logits(5000, 17, 6.0);
+        let mut masked = z.clone();
+        masked[100..200].fill(f32::NEG_INFINITY);
+        masked[4990] = f32::NEG_INFINITY;
+        let kept: Vec<f32> = masked.iter().copied().filter(|v| v.is_finite()).collect();
+        let with = row_stats(&masked, &spec, &mut a).unwrap();
+        let without = row_stats(&kept, &spec, &mut b).unwrap();
+        assert!(with.shannon.is_finite());
+        assert!((with.shannon - without.shannon).abs() < 1e-6);
+        assert!((with.shannon - reference(&kept, 1.0)).abs() < 2e-5);
+        for (x, y) in with.renyi.iter().zip(&without.renyi) {
+            assert!((x - y).abs() < 1e-6, "{x} vs {y}");
+        }
+        assert_eq!(with.top_p_count, without.top_p_count);
         // The same errors, naming the same logit.
         for z in [
             vec![0.0, 1.0, f32::NAN, 2.0, f32::NAN],
@@ -1050,18 +1130,18 @@ mod tests {
 
     #[test]
     fn a_block_at_the_clamp_sums_as_if_exponentiated() {
-        // Alone in a pass, so that its tiny sum is not rounded away by a larger one.
+        // Alone in a pass, so that its tiny sum is not rounded away by a larger one; the clamp is
+        // tested at the scales after the first.
         let block: Vec<f32> = logits(BLOCK, 9, 4.0).iter().map(|v| v - 100.0).collect();
         for scale in [1.0f32, 5.0] {
             let (mut direct, mut tmp) = ((0.0, 0.0), [0f32; BLOCK]);
             exp_block(&block, 0.0, scale, &mut tmp, &mut direct, true, None);
-            let mut sums = [(0.0, 0.0)];
-            let mut e = vec![0f32; BLOCK];
-            exp_passes(&block, 0.0, &[scale], Some(&mut e), &mut sums);
-            assert_eq!(sums[0].0.to_bits(), direct.0.to_bits(), "scale {scale}");
-            assert_eq!(sums[0].1.to_bits(), direct.1.to_bits(), "scale {scale}");
-            assert_eq!(e, tmp.to_vec());
-            assert!(e.iter().all(|&x| x == exp_f32(EXP_LOWEST)));
+            assert!(tmp.iter().all(|&x| x == exp_f32(EXP_LOWEST)));
+            let mut sums = [(0.0, 0.0); 2];
+            let clamped_before = clamped_blocks();
+            exp_passes(&block, 0.0, &[0.5, scale], None, &mut sums);
+            assert!(clamped_blocks() > clamped_before, "taken at the clamp");
+            assert_eq!(sums[1].0.to_bits(), direct.0.to_bits(), "scale {scale}");
         }
     }
 
