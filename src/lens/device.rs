@@ -30,11 +30,11 @@ pub(super) fn chunk_stats(logits: &Tensor, spec: &StatSpec) -> Result<Vec<DistSt
     let e = d.exp()?;
     // Reductions over the vocabulary in f64: an f32 running sum of 262,144 terms loses ~1e-5.
     let e64 = e.to_dtype(DType::F64)?;
-    let d64 = d.to_dtype(DType::F64)?;
+    // A masked logit (−∞) has e = 0: its term of Σ e·d must be 0, not 0·(−∞) = NaN.
+    let d64 = d.maximum(f32::MIN)?.to_dtype(DType::F64)?;
     let zeros64 = e64.zeros_like()?;
     let s = e64.sum_keepdim(D::Minus1)?;
-    // A logit of −∞ has e = 0 and d = −∞: its term is 0, not 0·(−∞) = NaN.
-    let t = (&e64 * d64.maximum(f64::MIN)?)?.sum_keepdim(D::Minus1)?;
+    let t = (&e64 * &d64)?.sum_keepdim(D::Minus1)?;
     // Per-row results, [rows, 1] f64 each, brought back together at the end.
     let mut columns: Vec<Tensor> = vec![m.to_dtype(DType::F64)?, s.clone(), t];
     for &a in &spec.alphas {
@@ -224,6 +224,7 @@ mod tests {
         // Masked tokens (−∞): probability 0, no NaN.
         let mut masked = rows[0].clone();
         masked[10..40].fill(f32::NEG_INFINITY);
+        masked[50] = f32::MIN;
         rows.push(masked);
         let flat: Vec<f32> = rows.concat();
         let logits = Tensor::from_vec(flat, (rows.len(), vocab), &Device::Cpu).unwrap();

@@ -6,7 +6,8 @@
 //! `H = ln S − Σ e_i (z_i − m) / S`, `H_α = (ln Σ e_i^α − α ln S) / (1 − α)`, `H_∞ = ln S`.
 //! Exponentials use a vectorisable f32 Cephes-style `exp` (relative error ≈ 1e-7); sums are
 //! accumulated per 64-element block in f32 and across blocks in f64. One sweep takes the
-//! exponentials of every Rényi order, and skips the blocks where they all sit at `exp`'s clamp;
+//! exponentials of every Rényi order, and skips the blocks where they all sit at `exp`'s clamp
+//! (at the orders after Shannon's); masked logits (−∞, `f32::MIN`) add nothing to the entropy;
 //! [`row_stats_multipass`] (one pass per statistic) is the reference it equals bit for bit.
 
 use serde::{Deserialize, Serialize};
@@ -217,11 +218,15 @@ fn exp_f32(x: f32) -> f32 {
 /// The sums of one exponential pass: `(Σ e, Σ e·(z − m))` with `e = exp(scale·(z − m))`.
 type PassSums = (f64, f64);
 
-/// A logit's term of `Σ e·(z − m)`: `e·d`, and 0 for a logit of −∞ (probability 0 contributes
-/// nothing to the entropy; `e` there is the clamp's e^−87, which times −∞ would make it +∞).
+/// Below this, `z − m` is a mask (−∞, `f32::MIN`, −1e30), not a logit.
+const MASKED: f32 = -1e20;
+
+/// A logit's term of `Σ e·(z − m)`: `e·d`, and 0 for a masked one (probability 0 contributes
+/// nothing to the entropy; `e` there is the clamp's e^−87, which times −∞ would make it +∞ and
+/// times `f32::MIN` add 5.6 nats). Logits of real models never come near −1e20.
 #[inline(always)]
 fn t_term(e: f32, d: f32) -> f32 {
-    if d == f32::NEG_INFINITY {
+    if d < MASKED {
         0.0
     } else {
         e * d
@@ -251,7 +256,7 @@ fn exp_block(
     if block.len() == BLOCK {
         if let Some(block_s) = clamped {
             #[cfg(test)]
-            tests::CLAMPED_BLOCKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tests::CLAMPED_BLOCKS.with(|c| c.set(c.get() + 1));
             tmp.fill(exp_f32(EXP_LOWEST));
             sums.0 += block_s;
         } else {
@@ -816,12 +821,14 @@ fn finish_row(
 mod tests {
     use super::*;
 
-    /// Full blocks the exponential sweep has taken at the clamp, without exponentials.
-    pub(super) static CLAMPED_BLOCKS: std::sync::atomic::AtomicUsize =
-        std::sync::atomic::AtomicUsize::new(0);
+    thread_local! {
+        /// Full blocks the exponential sweep has taken at the clamp on this thread (each test
+        /// has its own), without exponentials.
+        pub(super) static CLAMPED_BLOCKS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
 
     fn clamped_blocks() -> usize {
-        CLAMPED_BLOCKS.load(std::sync::atomic::Ordering::Relaxed)
+        CLAMPED_BLOCKS.with(|c| c.get())
     }
 
     /// Straightforward f64 reference.
@@ -895,8 +902,8 @@ mod tests {
                 let d = zi - m;
                 let e = exp_f32(scale * d);
                 acc_s[i % LANES] += e;
-                // −∞ logits: 0 (they made the sum −∞ as first written).
-                acc_t[i % LANES] += if d == f32::NEG_INFINITY { 0.0 } else { e * d };
+                // Masked logits: 0 (−∞ made the sum −∞ as first written).
+                acc_t[i % LANES] += if d < MASKED { 0.0 } else { e * d };
             }
             s += acc_s.iter().map(|&x| x as f64).sum::<f64>();
             t += acc_t.iter().map(|&x| x as f64).sum::<f64>();
@@ -918,8 +925,9 @@ mod tests {
             let n = z.len();
             z[n / 2] = f32::NEG_INFINITY;
             z[n - 1] = f32::NEG_INFINITY;
-            if n > 700 {
-                z[600..664].fill(f32::NEG_INFINITY); // a whole block of them
+            if n > 704 {
+                z[640..704].fill(f32::NEG_INFINITY); // a whole block of them
+                z[700] = f32::MIN; // another mask
             }
         }
         rows
@@ -946,6 +954,7 @@ mod tests {
                     (before.0.to_bits(), before.1.to_bits())
                 );
                 assert!(before.1.is_finite(), "−∞ logits leave Σ e·(z − m) finite");
+                let mut e = vec![0f32; n];
                 let best = bits(exp_pass(&z, m, scale, Some(&mut e)), &e);
                 assert_eq!(best, generic, "n {n} scale {scale}");
                 // The sweep, alone and with a second scale, through each instruction set.
@@ -964,8 +973,14 @@ mod tests {
                     sweeps.push(("avx512", exp_passes_avx512));
                 }
                 for (name, sweep) in sweeps {
-                    let mut sums = [(0.0, 0.0); 2];
+                    let mut alone = [(0.0, 0.0)];
+                    let mut e = vec![0f32; n];
                     // SAFETY: each variant is listed only where the CPU has its features.
+                    unsafe { sweep(&z, m, &[scale], Some(&mut e), &mut alone) };
+                    assert_eq!(bits(alone[0], &e), generic, "{name}: n {n} scale {scale}");
+                    let mut sums = [(0.0, 0.0); 2];
+                    let mut e = vec![0f32; n];
+                    // SAFETY: as above.
                     unsafe { sweep(&z, m, &[scale, 1.0], Some(&mut e), &mut sums) };
                     assert_eq!(bits(sums[0], &e), generic, "{name}: n {n} scale {scale}");
                     assert_eq!(
@@ -976,6 +991,7 @@ mod tests {
                 }
                 #[cfg(target_arch = "x86_64")]
                 if has_avx2() {
+                    let mut e = vec![0f32; n];
                     // SAFETY: the CPU supports the features checked just above.
                     let avx2 = unsafe { exp_pass_avx2(&z, m, scale, Some(&mut e)) };
                     assert_eq!(bits(avx2, &e), generic);
@@ -1006,9 +1022,11 @@ mod tests {
             let clamped_before = clamped_blocks();
             exp_passes(&z, 0.0, &[1.0, 5.0], None, &mut sums);
             assert_eq!(sums[1].0.to_bits(), before.0.to_bits(), "top {t}");
-            if t == top {
-                assert!(clamped_blocks() > clamped_before, "taken at the clamp");
-            }
+            assert_eq!(
+                clamped_blocks() > clamped_before,
+                t == top,
+                "the clamp is taken exactly at 5·top ≤ −87 (top {t})"
+            );
         }
     }
 
@@ -1095,7 +1113,8 @@ mod tests {
         let mut masked = z.clone();
         masked[100..200].fill(f32::NEG_INFINITY);
         masked[4990] = f32::NEG_INFINITY;
-        let kept: Vec<f32> = masked.iter().copied().filter(|v| v.is_finite()).collect();
+        masked[3000] = f32::MIN; // the other usual mask
+        let kept: Vec<f32> = masked.iter().copied().filter(|&v| v > -1e30).collect();
         let with = row_stats(&masked, &spec, &mut a).unwrap();
         let without = row_stats(&kept, &spec, &mut b).unwrap();
         assert!(with.shannon.is_finite());
