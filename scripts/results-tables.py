@@ -180,12 +180,13 @@ def lenses(root):
             print("sha256:", open(sha).read().split()[0], "\n")
 
 
-def timings(root):
-    """Wall time per step, summed over resumes (results.sh's timings.tsv, copied beside the runs)."""
-    path = os.path.join(root, "timings.tsv")
-    if not os.path.exists(path):
-        return
-    total, order, repeats = {}, [], []
+def step_seconds(path, until_done=False):
+    """(seconds per step summed over resumes, step order, repeats) from a results.sh timings.tsv.
+
+    until_done: leave out a step's lines after its first `done` (a resumed script re-checking a finished
+    step for a second or two), to compare two runs' work.
+    """
+    total, order, repeats, finished = {}, [], [], set()
     with open(path) as f:
         for line in f:
             step, seconds, _, status = (line.rstrip("\n").split("\t") + ["", ""])[:4]
@@ -193,10 +194,23 @@ def timings(root):
                 # A step run again only to time it (e.g. alone on a quiet machine): not summed.
                 repeats.append([step, f"{int(seconds):,}", f"{int(seconds) / 60:.0f} min", status])
                 continue
+            if until_done and step in finished:
+                continue
             if step not in total:
                 order.append(step)
                 total[step] = 0
             total[step] += int(seconds)
+            if status.startswith("done"):
+                finished.add(step)
+    return total, order, repeats
+
+
+def timings(root):
+    """Wall time per step, summed over resumes (results.sh's timings.tsv, copied beside the runs)."""
+    path = os.path.join(root, "timings.tsv")
+    if not os.path.exists(path):
+        return
+    total, order, repeats = step_seconds(path)
     print("## wall time per step (s, summed over resumes)\n")
     rows = [[step, f"{total[step]:,}", f"{total[step] / 60:.0f} min"] for step in order]
     t = sum(total.values())
@@ -205,6 +219,62 @@ def timings(root):
     if repeats:
         print("\nrepeated only to time them (not in the total):\n")
         table(["step", "wall (s)", "", "why"], repeats)
+
+
+def reruns(root):
+    """Later runs of results.sh checked against the page (scripts/results-rerun.py wrote root/rerun-*/).
+
+    Each step's time up to its first `done` on both sides; where the page also timed a step again alone
+    (a `repeat` line), that time is the page's, marked. A page step resumed over several starts is marked too:
+    work between its last saved batch and the stop was done twice.
+    """
+    path = os.path.join(root, "timings.tsv")
+    if not os.path.exists(path):
+        return
+    page, _, repeats = step_seconds(path, until_done=True)
+    marks = {}
+    for step, seconds, _, _ in repeats:
+        page[step] = int(seconds.replace(",", ""))
+        marks[step] = " (repeat, alone)"
+    for step in page:
+        if step not in marks and not ran_in_one_start(path, step):
+            marks[step] = " (resumed)"
+    for folder in sorted(d for d in os.listdir(root) if d.startswith("rerun-")):
+        rerun = os.path.join(root, folder)
+        if not all(os.path.exists(os.path.join(rerun, n)) for n in ("timings.tsv", "identical.tsv")):
+            continue
+        total, order, _ = step_seconds(os.path.join(rerun, "timings.tsv"), until_done=True)
+        same = {}
+        with open(os.path.join(rerun, "identical.tsv")) as f:
+            for line in f:
+                step, compared, identical, how = (line.rstrip("\n").split("\t") + [""])[:4]
+                same[step] = f"{identical} of {compared}" + (f": {how}" if how else "")
+        print(f"## {folder}: wall time per step against the page's run; the files the page commits, compared byte for byte\n")
+        rows, both = [], []
+        for step in order:
+            if step not in same:
+                continue  # not finished (yet)
+            old, new = page.get(step), total[step]
+            timed = bool(old) and bool(new)
+            if timed:
+                both.append(step)
+            rows.append([step, f"{old:,}{marks.get(step, '')}" if old is not None else "—", f"{new:,}",
+                         f"{old / new:.2f}×" if timed else "", same[step]])
+        a, b = sum(page[s] for s in both), sum(total[s] for s in both)
+        rows.append([f"total ({len(both)} of {len(rows)} steps timed in both)", f"{a:,}", f"{b:,}",
+                     f"{a / b:.2f}×" if b else "", ""])
+        table(["step", "page (s)", "rerun (s)", "page ÷ rerun", "files identical"], rows)
+
+
+def ran_in_one_start(path, step):
+    """True when a step's first line is its `done`: it ran in one start, not stopped and resumed."""
+    with open(path) as f:
+        for line in f:
+            fields = line.rstrip("\n").split("\t")
+            if fields[0] != step:
+                continue
+            return len(fields) > 3 and fields[3].startswith("done")
+    return True
 
 
 def main():
@@ -219,6 +289,7 @@ def main():
     family(root)
     lenses(root)
     timings(root)
+    reruns(root)
 
 
 if __name__ == "__main__":
