@@ -4,9 +4,9 @@
     python3 scripts/results-rerun.py RUNS_DIR OUT_DIR [--page docs/results]
 
 RUNS_DIR is the folder a later `scripts/results.sh RUNS_DIR` wrote (on another machine or build). For every step
-RUNS_DIR/timings.tsv records as done, every file the page commits for that step (not the profiles and records a run also writes) (`docs/results/<step>/*`; for
+RUNS_DIR/timings.tsv records as done, every file the page commits for that step (`docs/results/<step>/*`; for
 `lens-<model>`, `docs/results/lenses/<model>/*`, the lens weights by their `params.pt.sha256`) is compared with
-the file the rerun wrote. OUT_DIR receives the rerun's timings.tsv and binaries.tsv and `identical.tsv`: one line
+the file the rerun wrote (the profiles and records a run also writes are not on the page). OUT_DIR receives the rerun's timings.tsv and binaries.tsv and `identical.tsv`: one line
 per finished step (step, files compared, files identical, the files that differ and how: for a JSON file, how
 many values moved, by how much, and whether any headline value outside the lists moved). Exits 1 if any file differs
 or is missing, so a rerun that does not reproduce the page cannot be filed as one that does.

@@ -181,28 +181,31 @@ def lenses(root):
 
 
 def step_seconds(path, until_done=False):
-    """(seconds per step summed over resumes, step order, repeats) from a results.sh timings.tsv.
+    """From a results.sh timings.tsv: seconds per step summed over resumes, step order, the repeats
+    ((step, seconds, status) of lines run again only to time a step, not summed) and the steps that were
+    stopped and resumed (their first line is not `done`).
 
     until_done: leave out a step's lines after its first `done` (a resumed script re-checking a finished
     step for a second or two), to compare two runs' work.
     """
-    total, order, repeats, finished = {}, [], [], set()
+    total, order, repeats, finished, resumed = {}, [], [], set(), set()
     with open(path) as f:
         for line in f:
             step, seconds, _, status = (line.rstrip("\n").split("\t") + ["", ""])[:4]
             if status.startswith("repeat"):
-                # A step run again only to time it (e.g. alone on a quiet machine): not summed.
-                repeats.append([step, f"{int(seconds):,}", f"{int(seconds) / 60:.0f} min", status])
+                repeats.append((step, int(seconds), status))
                 continue
             if until_done and step in finished:
                 continue
             if step not in total:
                 order.append(step)
                 total[step] = 0
+                if not status.startswith("done"):
+                    resumed.add(step)
             total[step] += int(seconds)
             if status.startswith("done"):
                 finished.add(step)
-    return total, order, repeats
+    return total, order, repeats, resumed
 
 
 def timings(root):
@@ -210,7 +213,7 @@ def timings(root):
     path = os.path.join(root, "timings.tsv")
     if not os.path.exists(path):
         return
-    total, order, repeats = step_seconds(path)
+    total, order, repeats, _ = step_seconds(path)
     print("## wall time per step (s, summed over resumes)\n")
     rows = [[step, f"{total[step]:,}", f"{total[step] / 60:.0f} min"] for step in order]
     t = sum(total.values())
@@ -218,7 +221,7 @@ def timings(root):
     table(["step", "wall (s)", ""], rows)
     if repeats:
         print("\nrepeated only to time them (not in the total):\n")
-        table(["step", "wall (s)", "", "why"], repeats)
+        table(["step", "wall (s)", "", "why"], [[st, f"{sec:,}", f"{sec / 60:.0f} min", why] for st, sec, why in repeats])
 
 
 def reruns(root):
@@ -231,19 +234,16 @@ def reruns(root):
     path = os.path.join(root, "timings.tsv")
     if not os.path.exists(path):
         return
-    page, _, repeats = step_seconds(path, until_done=True)
-    marks = {}
-    for step, seconds, _, _ in repeats:
-        page[step] = int(seconds.replace(",", ""))
+    page, _, repeats, resumed = step_seconds(path, until_done=True)
+    marks = {step: " (resumed)" for step in resumed}
+    for step, seconds, _ in repeats:
+        page[step] = seconds
         marks[step] = " (repeat, alone)"
-    for step in page:
-        if step not in marks and not ran_in_one_start(path, step):
-            marks[step] = " (resumed)"
     for folder in sorted(d for d in os.listdir(root) if d.startswith("rerun-")):
         rerun = os.path.join(root, folder)
         if not all(os.path.exists(os.path.join(rerun, n)) for n in ("timings.tsv", "identical.tsv")):
             continue
-        total, order, _ = step_seconds(os.path.join(rerun, "timings.tsv"), until_done=True)
+        total, order, _, _ = step_seconds(os.path.join(rerun, "timings.tsv"), until_done=True)
         same = {}
         with open(os.path.join(rerun, "identical.tsv")) as f:
             for line in f:
@@ -264,17 +264,6 @@ def reruns(root):
         rows.append([f"total ({len(both)} of {len(rows)} steps timed in both)", f"{a:,}", f"{b:,}",
                      f"{a / b:.2f}×" if b else "", ""])
         table(["step", "page (s)", "rerun (s)", "page ÷ rerun", "files identical"], rows)
-
-
-def ran_in_one_start(path, step):
-    """True when a step's first line is its `done`: it ran in one start, not stopped and resumed."""
-    with open(path) as f:
-        for line in f:
-            fields = line.rstrip("\n").split("\t")
-            if fields[0] != step:
-                continue
-            return len(fields) > 3 and fields[3].startswith("done")
-    return True
 
 
 def main():
