@@ -23,6 +23,17 @@ fn python(args: &[&Path]) -> Output {
         .expect("python3 runs (the results scripts need only its standard library)")
 }
 
+/// `scripts/results-rerun.py RUNS OUT --page docs/results` (the committed results).
+fn rerun(runs: &Path, out: &Path) -> Output {
+    python(&[
+        Path::new("scripts/results-rerun.py"),
+        runs,
+        out,
+        Path::new("--page"),
+        &root().join("docs/results"),
+    ])
+}
+
 /// Copies the committed files of one step (`docs/results/<rel>`) into `runs/<rel>`.
 fn copy_step(runs: &Path, rel: &str) -> PathBuf {
     let from = root().join("docs/results").join(rel);
@@ -87,13 +98,7 @@ fn results_rerun_tells_identical_moved_different_and_missing_files_apart() {
     )
     .unwrap();
 
-    let run = python(&[
-        Path::new("scripts/results-rerun.py"),
-        &runs,
-        &out,
-        Path::new("--page"),
-        &root().join("docs/results"),
-    ]);
+    let run = rerun(&runs, &out);
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert_eq!(
         run.status.code(),
@@ -176,13 +181,7 @@ fn results_rerun_tells_identical_moved_different_and_missing_files_apart() {
         format!("{validate}\t83\t2026-12-04T13:55:08Z\tdone\n"),
     )
     .unwrap();
-    let run = python(&[
-        Path::new("scripts/results-rerun.py"),
-        &runs,
-        &out,
-        Path::new("--page"),
-        &root().join("docs/results"),
-    ]);
+    let run = rerun(&runs, &out);
     assert_eq!(run.status.code(), Some(0), "{run:?}");
     assert_eq!(
         std::fs::read_to_string(out.join("identical.tsv")).unwrap(),
