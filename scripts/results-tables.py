@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Print the tables of docs/results.md from a results folder's result.json files.
+"""Print the tables of docs/results.md and docs/results-tuned-lens.md from a results folder's result.json files.
 
     python3 scripts/results-tables.py [DIR]        (default docs/results)
 
@@ -10,9 +10,18 @@ digits. The page's tables are pasted from this output, so each number on it trac
 
 import json
 import os
+import re
 import sys
 
 MODELS = [("SmolLM2-135M-Instruct.Q4_1", "SmolLM2-135M-Instruct"), ("gemma-3-270m-q4_k_m", "Gemma-3-270M")]
+
+# The two scripts whose steps share a results folder: (script, page, is this step the script's?).
+# The tuned-lens steps by name, as TUNED_LENS_STEPS in scripts/results-common.sh.
+TUNED_LENS_STEP = re.compile(r"^lens-|-tuned-")
+PARTS = [
+    ("scripts/results.sh", "docs/results.md", lambda step: not TUNED_LENS_STEP.search(step)),
+    ("scripts/results-tuned-lens.sh", "docs/results-tuned-lens.md", lambda step: bool(TUNED_LENS_STEP.search(step))),
+]
 
 
 def load(root, run):
@@ -209,19 +218,25 @@ def step_seconds(path, until_done=False):
 
 
 def timings(root):
-    """Wall time per step, summed over resumes (results.sh's timings.tsv, copied beside the runs)."""
+    """Wall time per step, summed over resumes (the scripts' timings.tsv, copied beside the runs); one table
+    per script."""
     path = os.path.join(root, "timings.tsv")
     if not os.path.exists(path):
         return
     total, order, repeats, _ = step_seconds(path)
-    print("## wall time per step (s, summed over resumes)\n")
-    rows = [[step, f"{total[step]:,}", f"{total[step] / 60:.0f} min"] for step in order]
-    t = sum(total.values())
-    rows.append(["total", f"{t:,}", f"{t / 3600:.2f} h"])
-    table(["step", "wall (s)", ""], rows)
-    if repeats:
-        print("\nrepeated only to time them (not in the total):\n")
-        table(["step", "wall (s)", "", "why"], [[st, f"{sec:,}", f"{sec / 60:.0f} min", why] for st, sec, why in repeats])
+    for script, page, owns in PARTS:
+        steps = [step for step in order if owns(step)]
+        if not steps:
+            continue
+        print(f"## wall time per step of {script} (s, summed over resumes; {page})\n")
+        rows = [[step, f"{total[step]:,}", f"{total[step] / 60:.0f} min"] for step in steps]
+        t = sum(total[step] for step in steps)
+        rows.append(["total", f"{t:,}", f"{t / 3600:.2f} h"])
+        table(["step", "wall (s)", ""], rows)
+        mine = [(st, sec, why) for st, sec, why in repeats if owns(st)]
+        if mine:
+            print("repeated only to time them (not in the total):\n")
+            table(["step", "wall (s)", "", "why"], [[st, f"{sec:,}", f"{sec / 60:.0f} min", why] for st, sec, why in mine])
 
 
 def reruns(root):
@@ -249,21 +264,25 @@ def reruns(root):
             for line in f:
                 step, compared, identical, how = (line.rstrip("\n").split("\t") + [""])[:4]
                 same[step] = f"{identical} of {compared}" + (f": {how}" if how else "")
-        print(f"## {folder}: wall time per step against the page's run; the files the page commits, compared byte for byte\n")
-        rows, both = [], []
-        for step in order:
-            if step not in same:
-                continue  # not finished (yet)
-            old, new = page.get(step), total[step]
-            timed = bool(old) and bool(new)
-            if timed:
-                both.append(step)
-            rows.append([step, f"{old:,}{marks.get(step, '')}" if old is not None else "—", f"{new:,}",
-                         f"{old / new:.2f}×" if timed else "", same[step]])
-        a, b = sum(page[s] for s in both), sum(total[s] for s in both)
-        rows.append([f"total ({len(both)} of {len(rows)} steps timed in both)", f"{a:,}", f"{b:,}",
-                     f"{a / b:.2f}×" if b else "", ""])
-        table(["step", "page (s)", "rerun (s)", "page ÷ rerun", "files identical"], rows)
+        for script, page_md, owns in PARTS:
+            rows, both = [], []
+            for step in order:
+                if step not in same or not owns(step):
+                    continue  # not finished (yet), or the other script's
+                old, new = page.get(step), total[step]
+                timed = bool(old) and bool(new)
+                if timed:
+                    both.append(step)
+                rows.append([step, f"{old:,}{marks.get(step, '')}" if old is not None else "—", f"{new:,}",
+                             f"{old / new:.2f}×" if timed else "", same[step]])
+            if not rows:
+                continue
+            a, b = sum(page[s] for s in both), sum(total[s] for s in both)
+            rows.append([f"total ({len(both)} of {len(rows)} steps timed in both)", f"{a:,}", f"{b:,}",
+                         f"{a / b:.2f}×" if b else "", ""])
+            print(f"## {folder}, {script}: wall time per step against the page's run ({page_md}); the files the page "
+                  "commits, compared byte for byte\n")
+            table(["step", "page (s)", "rerun (s)", "page ÷ rerun", "files identical"], rows)
 
 
 def main():

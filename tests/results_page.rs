@@ -1,8 +1,9 @@
-//! `docs/results.md` quotes every committed run: each run's headline numbers in
-//! `docs/results/<run>/result.json` (and each tuned lens' held-out KL in
-//! `docs/results/lenses/<model>/train_report.json`) appear on the page as
-//! `scripts/results-tables.py` prints them. A regenerated run whose numbers the page does not
-//! carry, or a page edited by hand away from its data, fails here.
+//! `docs/results.md` and `docs/results-tuned-lens.md` quote every committed run: each run's
+//! headline numbers in `docs/results/<run>/result.json` appear, as `scripts/results-tables.py`
+//! prints them, on the page of the script that makes the run (tuned-lens runs, `*-tuned-*`, and
+//! each tuned lens' held-out KL in `docs/results/lenses/<model>/train_report.json` on the
+//! tuned-lens page; every other run on the results page). A regenerated run whose numbers its page
+//! does not carry, or a page edited by hand away from its data, fails here.
 
 use std::path::{Path, PathBuf};
 
@@ -98,8 +99,9 @@ fn quotes(run: &str, r: &Value) -> Vec<String> {
 }
 
 #[test]
-fn the_results_page_quotes_every_committed_run() {
-    let page = std::fs::read_to_string(root().join("docs/results.md")).expect("docs/results.md");
+fn the_results_pages_quote_every_committed_run() {
+    let read = |page: &str| std::fs::read_to_string(root().join(page)).expect(page);
+    let (paper, tuned) = (read("docs/results.md"), read("docs/results-tuned-lens.md"));
     let mut runs: Vec<PathBuf> = std::fs::read_dir(root().join("docs/results"))
         .expect("docs/results")
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -111,10 +113,15 @@ fn the_results_page_quotes_every_committed_run() {
     let mut checked = 0;
     for run in &runs {
         let name = run.file_name().unwrap().to_string_lossy().into_owned();
+        let (page, page_name) = if name.contains("-tuned") {
+            (&tuned, "docs/results-tuned-lens.md")
+        } else {
+            (&paper, "docs/results.md")
+        };
         for quote in quotes(&name, &json(&run.join("result.json"))) {
             checked += 1;
             if !page.contains(&quote) {
-                missing.push(format!("{name}: {quote}"));
+                missing.push(format!("{page_name} {name}: {quote}"));
             }
         }
     }
@@ -139,8 +146,10 @@ fn the_results_page_quotes_every_committed_run() {
                 .chain([format!("**{mean:.2}**")])
             {
                 checked += 1;
-                if !page.contains(&quote) {
-                    missing.push(format!("lens {model} {key}: {quote}"));
+                if !tuned.contains(&quote) {
+                    missing.push(format!(
+                        "docs/results-tuned-lens.md lens {model} {key}: {quote}"
+                    ));
                 }
             }
         }
@@ -148,7 +157,7 @@ fn the_results_page_quotes_every_committed_run() {
     assert!(checked >= 200, "{checked} quotes");
     assert!(
         missing.is_empty(),
-        "docs/results.md does not carry these numbers of docs/results (print the tables with \
+        "the pages do not carry these numbers of docs/results (print the tables with \
          `python3 scripts/results-tables.py`):\n{}",
         missing.join("\n")
     );
