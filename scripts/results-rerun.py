@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Check a second run of scripts/results.sh against the committed results, byte for byte, and keep its timings.
+"""Check a second run of scripts/results.sh (and scripts/results-tuned-lens.sh) against the committed results,
+byte for byte, and keep its timings.
 
     python3 scripts/results-rerun.py RUNS_DIR OUT_DIR [--page docs/results]
 
-RUNS_DIR is the folder a later `scripts/results.sh RUNS_DIR` wrote (on another machine or build). For every step
+RUNS_DIR is the folder a later `scripts/results.sh RUNS_DIR` (and/or `scripts/results-tuned-lens.sh RUNS_DIR`) wrote
+(on another machine or build). For every step
 RUNS_DIR/timings.tsv records as done, every file the page commits for that step (`docs/results/<step>/*`; for
 `lens-<model>`, `docs/results/lenses/<model>/*`, the lens weights by their `params.pt.sha256`) is compared with
 the file the rerun wrote (the profiles and records a run also writes are not on the page). OUT_DIR receives the rerun's timings.tsv and binaries.tsv and `identical.tsv`: one line
@@ -95,7 +97,7 @@ def main():
     a = ap.parse_args()
     timings = a.runs / "timings.tsv"
     if not timings.is_file():
-        sys.exit(f"{timings} not found: give the RUNS_DIR that scripts/results.sh wrote")
+        sys.exit(f"{timings} not found: give the RUNS_DIR that scripts/results.sh or scripts/results-tuned-lens.sh wrote")
     a.out.mkdir(parents=True, exist_ok=True)
     rows, bad = [], 0
     for step in finished_steps(timings):
