@@ -189,6 +189,37 @@ def lenses(root):
             print("sha256:", open(sha).read().split()[0], "\n")
 
 
+def lens_budgets(root):
+    """A model's lens trained again with another budget (root/lens-budget/<model>-<tokens>/), beside the page's lens
+    on the same held-out tokens."""
+    folder = os.path.join(root, "lens-budget")
+    if not os.path.isdir(folder):
+        return
+    for name in sorted(os.listdir(folder)):
+        path = os.path.join(folder, name, "train_report.json")
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            r = json.load(f)
+        base_path = os.path.join(root, "lenses", r["model"], "train_report.json")
+        if not os.path.exists(base_path):
+            continue
+        with open(base_path) as f:
+            base = json.load(f)
+        lo, b, t = r["kl_logit"], base["kl_tuned"], r["kl_tuned"]
+        n0, n1 = base["tokens_trained"], r["tokens_trained"]
+        print(f"## lens budget {name}: {n1:,} training tokens against the page's {n0:,}, the same {r['holdout_tokens']:,} "
+              "held-out tokens\n")
+        rows = [[str(i), f"{a:.2f}", f"{x:.2f}", f"{y:.2f}", f"{x / a:.2f}", f"{y / a:.2f}"]
+                for i, (a, x, y) in enumerate(zip(lo, b, t))]
+        m = [sum(v) / len(v) for v in (lo, b, t)]
+        rows.append(["mean", f"{m[0]:.2f}", f"{m[1]:.2f}", f"{m[2]:.2f}", f"{m[1] / m[0]:.2f}", f"{m[2] / m[0]:.2f}"])
+        table(["layer", "KL logit", f"KL tuned, {n0:,}", f"KL tuned, {n1:,}", f"ratio, {n0:,}", f"ratio, {n1:,}"], rows)
+        sha = os.path.join(folder, name, "params.pt.sha256")
+        if os.path.exists(sha):
+            print("sha256:", open(sha).read().split()[0], "\n")
+
+
 def step_seconds(path, until_done=False):
     """From a results.sh timings.tsv: seconds per step summed over resumes, step order, the repeats
     ((step, seconds, status) of lines run again only to time a step, not summed) and the steps that were
@@ -296,6 +327,7 @@ def main():
     skip(root)
     family(root)
     lenses(root)
+    lens_budgets(root)
     timings(root)
     reruns(root)
 

@@ -2,7 +2,8 @@
 //! headline numbers in `docs/results/<run>/result.json` appear, as `scripts/results-tables.py`
 //! prints them, on the page of the script that makes the run (tuned-lens runs, `*-tuned-*`, and
 //! each tuned lens' held-out KL in `docs/results/lenses/<model>/train_report.json` on the
-//! tuned-lens page; every other run on the results page). A regenerated run whose numbers its page
+//! tuned-lens page, as is the held-out KL of a lens trained again with another budget,
+//! `docs/results/lens-budget/*/train_report.json`; every other run on the results page). A regenerated run whose numbers its page
 //! does not carry, or a page edited by hand away from its data, fails here.
 
 use std::path::{Path, PathBuf};
@@ -149,6 +150,69 @@ fn the_results_pages_quote_every_committed_run() {
                 if !tuned.contains(&quote) {
                     missing.push(format!(
                         "docs/results-tuned-lens.md lens {model} {key}: {quote}"
+                    ));
+                }
+            }
+        }
+    }
+    // A lens trained again with another budget: its held-out KL, read on the same held-out tokens
+    // as the page's lens (so the logit lens' KL must be the same numbers).
+    let budgets = root().join("docs/results/lens-budget");
+    if budgets.is_dir() {
+        for entry in std::fs::read_dir(&budgets).expect("lens-budget") {
+            let dir = entry.expect("lens-budget entry").path();
+            let report = json(&dir.join("train_report.json"));
+            let model = report["model"].as_str().expect("model");
+            let base = json(
+                &root()
+                    .join("docs/results/lenses")
+                    .join(model)
+                    .join("train_report.json"),
+            );
+            assert_eq!(
+                report["kl_logit"],
+                base["kl_logit"],
+                "{}: not the page's held-out tokens",
+                dir.display()
+            );
+            // Each layer's row as `scripts/results-tables.py` prints it: logit, the page's lens,
+            // this one, and both ratios.
+            let floats = |r: &Value, key: &str| -> Vec<f64> {
+                r[key]
+                    .as_array()
+                    .expect("KL by layer")
+                    .iter()
+                    .map(|v| v.as_f64().expect("KL"))
+                    .collect()
+            };
+            let (logit, page_lens, this) = (
+                floats(&report, "kl_logit"),
+                floats(&base, "kl_tuned"),
+                floats(&report, "kl_tuned"),
+            );
+            let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+            let mut rows: Vec<String> = (0..logit.len())
+                .map(|i| {
+                    let (a, x, y) = (logit[i], page_lens[i], this[i]);
+                    format!(
+                        "| {i} | {a:.2} | {x:.2} | {y:.2} | {:.2} | {:.2} |",
+                        x / a,
+                        y / a
+                    )
+                })
+                .collect();
+            let (a, x, y) = (mean(&logit), mean(&page_lens), mean(&this));
+            rows.push(format!(
+                "| mean | **{a:.2}** | **{x:.2}** | **{y:.2}** | **{:.2}** | **{:.2}** |",
+                x / a,
+                y / a
+            ));
+            for row in rows {
+                checked += 1;
+                if !tuned.contains(&row) {
+                    missing.push(format!(
+                        "docs/results-tuned-lens.md lens budget {}: {row}",
+                        dir.display()
                     ));
                 }
             }
