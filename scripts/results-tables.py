@@ -16,8 +16,9 @@ import sys
 MODELS = [("SmolLM2-135M-Instruct.Q4_1", "SmolLM2-135M-Instruct"), ("gemma-3-270m-q4_k_m", "Gemma-3-270M")]
 
 # The two scripts whose steps share a results folder: (script, page, is this step the script's?).
-# The tuned-lens steps by name, as TUNED_LENS_STEPS in scripts/results-common.sh.
-TUNED_LENS_STEP = re.compile(r"^lens-|-tuned-")
+# The tuned-lens steps by name: TUNED_LENS_STEPS of scripts/results-common.sh, the scripts' own rule.
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "results-common.sh")) as _f:
+    TUNED_LENS_STEP = re.compile(re.search(r"^TUNED_LENS_STEPS='([^']*)'$", _f.read(), re.M).group(1))
 PARTS = [
     ("scripts/results.sh", "docs/results.md", lambda step: not TUNED_LENS_STEP.search(step)),
     ("scripts/results-tuned-lens.sh", "docs/results-tuned-lens.md", lambda step: bool(TUNED_LENS_STEP.search(step))),

@@ -25,6 +25,16 @@ fn num(v: &Value, key: &str) -> f64 {
         .unwrap_or_else(|| panic!("{key} is not a number in {v:.80}"))
 }
 
+/// A train report's KL by layer (`kl_logit` or `kl_tuned`), in nats.
+fn kl_by_layer(report: &Value, key: &str) -> Vec<f64> {
+    report[key]
+        .as_array()
+        .expect("KL by layer")
+        .iter()
+        .map(|v| v.as_f64().expect("KL"))
+        .collect()
+}
+
 /// `xx.xx ± yy.yy`, percentages as the page prints a kNN score.
 fn auc(score: &Value) -> String {
     format!(
@@ -134,12 +144,7 @@ fn the_results_pages_quote_every_committed_run() {
                 .join("train_report.json"),
         );
         for key in ["kl_logit", "kl_tuned"] {
-            let kl: Vec<f64> = report[key]
-                .as_array()
-                .expect("KL by layer")
-                .iter()
-                .map(|v| v.as_f64().expect("KL"))
-                .collect();
+            let kl = kl_by_layer(&report, key);
             let mean = kl.iter().sum::<f64>() / kl.len() as f64;
             for quote in kl
                 .iter()
@@ -177,18 +182,10 @@ fn the_results_pages_quote_every_committed_run() {
             );
             // Each layer's row as `scripts/results-tables.py` prints it: logit, the page's lens,
             // this one, and both ratios.
-            let floats = |r: &Value, key: &str| -> Vec<f64> {
-                r[key]
-                    .as_array()
-                    .expect("KL by layer")
-                    .iter()
-                    .map(|v| v.as_f64().expect("KL"))
-                    .collect()
-            };
             let (logit, page_lens, this) = (
-                floats(&report, "kl_logit"),
-                floats(&base, "kl_tuned"),
-                floats(&report, "kl_tuned"),
+                kl_by_layer(&report, "kl_logit"),
+                kl_by_layer(&base, "kl_tuned"),
+                kl_by_layer(&report, "kl_tuned"),
             );
             let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
             let mut rows: Vec<String> = (0..logit.len())
