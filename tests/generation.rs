@@ -110,3 +110,52 @@ fn next_token_logits_are_the_profiled_runs_logits() {
         p.model.set_skipped_blocks(&[]).unwrap();
     }
 }
+
+/// The crate's own sampler draws what candle-transformers' `LogitsProcessor` draws (the crate used
+/// it until it was replaced to spare notebooks its compile): same seed, same logits, same token,
+/// draw after draw, over the whole distribution and the nucleus, at several temperatures — on
+/// real next-token logits of the offline SmolLM2 and on logits with ties and a -inf.
+#[test]
+fn the_token_sampler_draws_what_candle_transformers_draws() {
+    use candle_transformers::generation::{LogitsProcessor, Sampling as Candle};
+    use entropy_lens::runner::TokenSampler;
+
+    let mut smol = profiler(common::smollm2());
+    let real = smol
+        .next_token_logits(&ProfileRequest::new(
+            "The Eiffel Tower is located in the city of",
+        ))
+        .unwrap();
+    let mut tied: Vec<f32> = (0..300).map(|i| ((i % 7) as f32) * 0.5).collect();
+    tied[5] = f32::NEG_INFINITY;
+    for logits in [real, tied] {
+        let mut seen = std::collections::BTreeSet::new();
+        let tensor =
+            candle_core::Tensor::from_slice(&logits, logits.len(), &candle_core::Device::Cpu)
+                .unwrap();
+        for (temperature, top_p) in [
+            (1.0, None),
+            (0.7, Some(0.9)),
+            (1.3, Some(0.5)),
+            (2.0, Some(1.0)),
+        ] {
+            for seed in [0u64, 42, 12345] {
+                let sampling = match top_p {
+                    Some(p) if p < 1.0 => Candle::TopP { p, temperature },
+                    _ => Candle::All { temperature },
+                };
+                let mut theirs = LogitsProcessor::from_sampling(seed, sampling);
+                let mut ours = TokenSampler::new(seed, temperature, top_p);
+                let a: Vec<u32> = (0..64).map(|_| theirs.sample(&tensor).unwrap()).collect();
+                let b: Vec<u32> = (0..64).map(|_| ours.sample(&logits).unwrap()).collect();
+                assert_eq!(
+                    a, b,
+                    "temperature {temperature}, top-p {top_p:?}, seed {seed}"
+                );
+                seen.extend(a);
+            }
+        }
+        // Not a constant: the draws vary.
+        assert!(seen.len() > 3, "{seen:?}");
+    }
+}

@@ -1,7 +1,12 @@
-//! The experiments folder imports one way: no module of `src/experiments/` reaches a module that
-//! reaches it back (through `use` lines or inline paths), and `mod.rs` — the registry and the public
-//! face — is imported by none of them. Read from the source files, so it holds for code that does
-//! not exist yet: a new experiment that imports the registry fails here.
+//! The crate imports one way, read from the source files so that it holds for code that does not
+//! exist yet:
+//!
+//! - across `src/`: no top-level module (`model`, `lens`, `experiments`, …) reaches one that reaches
+//!   it back, and no module outside `src/cli/` and `src/bin/` imports `crate::cli` (the library
+//!   logs through the `log` facade; the binary decides where lines go);
+//! - inside `src/experiments/`: no module reaches a module that reaches it back (through `use`
+//!   lines or inline paths), and `mod.rs` — the registry and the public face — is imported by none
+//!   of them: a new experiment that imports the registry fails here.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -167,4 +172,91 @@ fn the_parser_finds_cycles() {
         ),
         ["store", "plan", "run"]
     );
+}
+
+/// Source text without comment lines (doc links such as `[`crate::lens::Lens`]` are not imports).
+fn code_of(text: &str) -> String {
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every `.rs` file under `dir`, recursively.
+fn rust_files(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// Top-level module of `src/` → the top-level modules it names through `crate::` paths.
+fn crate_graph() -> BTreeMap<String, BTreeSet<String>> {
+    let src = folder().parent().unwrap().to_path_buf();
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let tops: BTreeSet<String> = files
+        .iter()
+        .map(|f| top_module(&src, f))
+        .filter(|t| t != "lib")
+        .collect();
+    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for f in &files {
+        let top = top_module(&src, f);
+        if top == "lib" {
+            continue;
+        }
+        let code = code_of(&std::fs::read_to_string(f).unwrap());
+        let edges = g.entry(top.clone()).or_default();
+        for t in targets(&code, "crate::") {
+            if t != top && tops.contains(&t) {
+                edges.insert(t);
+            }
+        }
+    }
+    g
+}
+
+/// `src/model/load.rs` → `model`; `src/fetch.rs` → `fetch`; `src/bin/x.rs` → `bin`.
+fn top_module(src: &std::path::Path, file: &std::path::Path) -> String {
+    let rel = file.strip_prefix(src).unwrap();
+    let first = rel
+        .components()
+        .next()
+        .unwrap()
+        .as_os_str()
+        .to_string_lossy();
+    first.trim_end_matches(".rs").to_string()
+}
+
+#[test]
+fn no_module_below_the_command_line_imports_it_and_the_crate_has_no_import_cycle() {
+    let g = crate_graph();
+    // The parser sees the imports it should: the runner uses the model and the lens, the
+    // command line the experiments.
+    assert!(
+        g["runner"].contains("model") && g["runner"].contains("lens"),
+        "{g:?}"
+    );
+    assert!(g["cli"].contains("experiments"), "{g:?}");
+    for (m, edges) in &g {
+        assert!(
+            m == "cli" || m == "bin" || !edges.contains("cli"),
+            "src/{m} imports crate::cli; log through the `log` facade (see src/logging.rs) instead"
+        );
+    }
+    assert!(
+        !g["model"].contains("fetch"),
+        "src/model imports crate::fetch; pass the path or the digest down (crate::cache is below both)"
+    );
+    let mut done = BTreeSet::new();
+    for node in g.keys() {
+        if let Some(c) = cycle_from(&g, node, &mut Vec::new(), &mut done) {
+            panic!("import cycle across src/: {}", c.join(" → "));
+        }
+    }
 }

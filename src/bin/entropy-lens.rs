@@ -34,6 +34,8 @@ fn main() -> ExitCode {
     if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
         std::env::set_var("RUST_LIB_BACKTRACE", "0");
     }
+    // The library's messages (a model being loaded, a download being waited for) go to stderr.
+    entropy_lens::logging::log_to_stderr();
     let cli = Cli::parse();
     let result = check_stdout(STDOUT_CLOSED_AT_START.load(Ordering::Relaxed)).and_then(|()| {
         let stdout = std::io::stdout();

@@ -176,10 +176,7 @@ pub fn profile(
         (None, Some(f)) => read_prompts(f)?,
         _ => return Err(Error::invalid("give exactly one of --prompt or --prompts")),
     };
-    let source = match &opts.model {
-        Some(m) => ModelSource::parse(m)?,
-        None => ModelSource::default_model()?,
-    };
+    let source = crate::fetch::model_source_or_default(opts.model.as_deref())?;
     let device = parse_device(&opts.device)?;
     let load_opts = LoadOptions {
         device,

@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::args::TrainLensArgs;
 use crate::error::{Error, Result};
 use crate::lens::trainer::{read_text_from, train_lens as train, TrainOptions};
-use crate::model::{load, parse_device, LoadOptions, ModelSource};
+use crate::model::{load, parse_device, LoadOptions};
 
 impl TrainLensArgs {
     /// The training options these flags ask for.
@@ -42,10 +42,7 @@ fn sparkline(v: &[f64]) -> String {
 /// Runs `entropy-lens train-lens`.
 pub fn train_lens(args: &TrainLensArgs, out: &mut impl Write) -> Result<()> {
     let opts = args.options();
-    let source = match &args.model.model {
-        Some(m) => ModelSource::parse(m)?,
-        None => ModelSource::default_model()?,
-    };
+    let source = crate::fetch::model_source_or_default(args.model.model.as_deref())?;
     let text = read_text_from(&args.data, args.skip_records)?;
     let loaded = load(
         &source,

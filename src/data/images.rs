@@ -63,6 +63,11 @@ pub fn decode_image(bytes: &[u8], path: &Path) -> Result<DynamicImage> {
         path: path.to_path_buf(),
         reason,
     };
+    if !cfg!(feature = "images") {
+        return Err(bad(
+            "decoding image files needs entropy-lens built with its `images` feature (on for the command; in a notebook `:dep entropy-lens = { ..., features = [\"images\"] }`)".into(),
+        ));
+    }
     let mut reader = image::ImageReader::new(std::io::Cursor::new(bytes))
         .with_guessed_format()
         .map_err(|e| bad(e.to_string()))?;

@@ -182,6 +182,21 @@ pub fn parse_jsonl(text: &str, what: &str) -> Result<Vec<Question>> {
 
 /// Reads a Parquet file with the columns of `cais/mmlu` (`question`, `subject`, `choices`,
 /// `answer`).
+///
+/// # Errors
+/// [`Error::Data`] for a file that is not such a table, and when the crate was built without its
+/// `parquet` feature (the message says how to get it, or to use JSON Lines).
+#[cfg(not(feature = "parquet"))]
+pub fn read_parquet(path: &Path) -> Result<Vec<Question>> {
+    Err(Error::Data(format!(
+        "{}: reading Parquet needs entropy-lens built with its `parquet` feature (on for the command; in a notebook `:dep entropy-lens = {{ ..., features = [\"parquet\"] }}`), or give the questions as JSON Lines",
+        path.display()
+    )))
+}
+
+/// Reads a Parquet file with the columns of `cais/mmlu` (`question`, `subject`, `choices`,
+/// `answer`).
+#[cfg(feature = "parquet")]
 pub fn read_parquet(path: &Path) -> Result<Vec<Question>> {
     // The parquet crate indexes out of bounds on some corrupt pages (found by tests/fuzz.rs).
     crate::error::guard_dependency(
@@ -195,6 +210,7 @@ pub fn read_parquet(path: &Path) -> Result<Vec<Question>> {
     )
 }
 
+#[cfg(feature = "parquet")]
 fn read_parquet_unguarded(path: &Path) -> Result<Vec<Question>> {
     use parquet::file::reader::{FileReader, SerializedFileReader};
     use parquet::record::{Field, ListAccessor};

@@ -156,10 +156,9 @@ pub struct NamedModel {
 impl Models {
     /// `--model`, else `$ENTROPY_LENS_MODEL`, the cached offline SmolLM2 or its Hub id.
     pub fn one(plan: &Plan) -> Result<Self> {
-        Ok(Models::One(match &plan.model {
-            Some(m) => ModelSource::parse(m)?,
-            None => ModelSource::default_model()?,
-        }))
+        Ok(Models::One(crate::fetch::model_source_or_default(
+            plan.model.as_deref(),
+        )?))
     }
 }
 
@@ -220,7 +219,7 @@ impl Instrument for Profiler {
     }
 
     fn check_source(source: &str) -> Result<()> {
-        ModelSource::parse(source).map(|_| ())
+        crate::fetch::model_source(source).map(|_| ())
     }
 
     fn identity(&self) -> ModelIdentity {

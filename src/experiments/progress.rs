@@ -100,7 +100,8 @@ impl Progress {
             Some(LineTarget::Stdout) => {
                 let _ = writeln!(std::io::stdout(), "{line}");
             }
-            Some(LineTarget::Stderr) => crate::cli::note(line),
+            // Lines for a log: the program chooses where they go (the binary: stderr).
+            Some(LineTarget::Stderr) => log::info!("{line}"),
             None => {}
         }
     }

@@ -234,7 +234,7 @@ pub fn run_with<E: Experiment>(plan: &Plan, opts: &RunOptions) -> Result<RunSumm
             let mut sources = Vec::with_capacity(list.len());
             for m in list {
                 E::Instrument::check_source(&m.source)
-                    .and_then(|()| ModelSource::parse(&m.source))
+                    .and_then(|()| crate::fetch::model_source(&m.source))
                     .map(|s| sources.push((m.name.clone(), s)))
                     .map_err(|e| Error::invalid(format!("model {} ({}): {e}", m.name, m.source)))?;
             }

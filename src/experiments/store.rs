@@ -171,6 +171,14 @@ fn meta_str<'a>(meta: &'a BTreeMap<String, serde_json::Value>, key: &str) -> &'a
 /// One line of `records.jsonl`: a work item and its measured profile (with provenance).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Record {
+    /// The line's layout ([`crate::profile::schema::RECORD_SCHEMA_VERSION`] for records this build
+    /// writes; `None` for a line written before the field existed, read as version 1).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::profile::schema::record_version"
+    )]
+    pub schema_version: Option<u32>,
     pub index: usize,
     pub id: String,
     pub label: String,
@@ -185,6 +193,7 @@ pub struct Record {
 impl Record {
     pub fn new(item: &WorkItem, profile: EntropyProfile) -> Self {
         Self {
+            schema_version: Some(crate::profile::schema::RECORD_SCHEMA_VERSION),
             index: item.index,
             id: item.id.clone(),
             label: item.label.clone(),
@@ -235,33 +244,7 @@ fn file_in(dir: &Path, name: &str) -> PathBuf {
     dir.join(name)
 }
 
-/// Writes `bytes` to `path` through a temporary file and a rename (never a half-written file).
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_file_name(format!(
-        ".{}.{}.tmp",
-        path.file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        std::process::id()
-    ));
-    {
-        let mut f = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-        f.write_all(bytes).map_err(|e| Error::io(&tmp, e))?;
-        f.sync_all().map_err(|e| Error::io(&tmp, e))?;
-    }
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))?;
-    // Make the rename itself durable (best effort: not every platform opens directories).
-    if let Some(dir) = path.parent() {
-        if let Ok(d) = File::open(if dir.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            dir
-        }) {
-            let _ = d.sync_all();
-        }
-    }
-    Ok(())
-}
+pub use crate::cache::write_atomic;
 
 impl OutputDir {
     /// Opens `path` for a run of `config` over `n_items` items: creates it and writes

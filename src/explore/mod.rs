@@ -284,7 +284,7 @@ impl Explorer {
                     let listener = match tokio::net::TcpListener::from_std(listener) {
                         Ok(l) => conn::BoundedListener::new(l, max_connections),
                         Err(e) => {
-                            crate::cli::note(&format!("explore: cannot serve: {e}"));
+                            log::error!("explore: cannot serve: {e}");
                             return;
                         }
                     };
@@ -306,7 +306,7 @@ impl Explorer {
                     // drops its connection.
                     tokio::select! {
                         r = serve => if let Err(e) = r {
-                            crate::cli::note(&format!("explore: the server stopped: {e}"));
+                            log::error!("explore: the server stopped: {e}");
                         },
                         _ = async {
                             let _ = stopped.wait_for(|s| *s).await;
@@ -425,7 +425,7 @@ fn model_sources(config: &ExploreConfig) -> Result<Vec<ModelSource>> {
         return config
             .models
             .iter()
-            .map(|m| ModelSource::parse(m))
+            .map(|m| crate::fetch::model_source(m))
             .collect();
     }
     crate::fetch::OFFLINE_MODELS
@@ -474,7 +474,7 @@ fn load_models_into(
         })
         .collect::<Result<_>>()?;
     for source in model_sources(config)? {
-        crate::cli::note(&format!("explore: loading {}", source.describe()));
+        log::info!("explore: loading {}", source.describe());
         let mut profiler = Profiler::new(load(&source, &load_opts)?, stat_spec())?;
         let info = profiler.model.info().clone();
         // The first unused lens that fits this model's width and depth.

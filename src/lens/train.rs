@@ -22,27 +22,7 @@ use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 
-/// The final norm as training differentiates it.
-#[derive(Clone, Debug)]
-pub enum NormParams {
-    /// `u / sqrt(mean(u²) + eps) · scale` (Gemma's `1 + w` already folded into `scale`).
-    Rms { scale: Tensor, eps: f64 },
-    /// `(u − mean) / sqrt(var + eps) · weight + bias`.
-    Layer {
-        weight: Tensor,
-        bias: Tensor,
-        eps: f64,
-    },
-}
-
-/// What the lens reads through after a translator: the final norm, the unembedding `E`
-/// ([vocab, d], f32) and the model's final soft-cap.
-#[derive(Clone, Debug)]
-pub struct Readout {
-    pub norm: NormParams,
-    pub unembedding: Tensor,
-    pub softcap: Option<f64>,
-}
+pub use crate::model::readout::{NormParams, Readout};
 
 /// The final distributions of a chunk of positions, as the loss compares with them.
 #[derive(Clone, Debug)]

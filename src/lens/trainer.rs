@@ -101,7 +101,8 @@ pub struct TrainState {
     pub losses: Vec<Vec<f64>>,
 }
 
-/// The evaluation on held-out text: mean KL(final ‖ lens) per layer 0 … L − 1.
+/// The evaluation on held-out text: mean KL(final ‖ lens) per layer 0 … L − 1. Its table and chart
+/// are in [`crate::plots`] (`src/plots/lens_training.rs`): the lens sits below the charts.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TrainReport {
     pub model: String,
@@ -109,51 +110,6 @@ pub struct TrainReport {
     pub holdout_tokens: usize,
     pub kl_logit: Vec<f64>,
     pub kl_tuned: Vec<f64>,
-}
-
-impl TrainReport {
-    /// The per-layer table as text.
-    pub fn table(&self) -> crate::analysis::Table {
-        let mut t = crate::analysis::Table::new(
-            format!(
-                "Mean KL(final ‖ lens) on {} held-out tokens, nats ({}, {} training tokens)",
-                self.holdout_tokens, self.model, self.tokens_trained
-            ),
-            &["layer", "logit lens", "tuned lens", "ratio"],
-        );
-        for (l, (a, b)) in self.kl_logit.iter().zip(&self.kl_tuned).enumerate() {
-            t.row(vec![
-                l.to_string(),
-                format!("{a:.4}"),
-                format!("{b:.4}"),
-                format!("{:.3}", b / a.max(1e-12)),
-            ]);
-        }
-        t
-    }
-
-    /// Mean KL(final ‖ lens) by layer, logit lens beside tuned lens (the tuned-lens paper's
-    /// per-layer comparison), on a log axis: the embedding layer's KL is often a hundred times the
-    /// last translator's. Layer 0 is the embedding output; the last block is exact for both
-    /// lenses and has no translator.
-    pub fn chart(&self) -> Result<crate::plots::Chart> {
-        let xs: Vec<f64> = (0..self.kl_logit.len()).map(|l| l as f64).collect();
-        let title = format!(
-            "KL(final ‖ lens) on {} held-out tokens, {} ({} training tokens)",
-            self.holdout_tokens, self.model, self.tokens_trained
-        );
-        let series = vec![
-            ("logit lens".into(), xs.clone(), self.kl_logit.clone()),
-            ("tuned lens".into(), xs, self.kl_tuned.clone()),
-        ];
-        let x_label = "layer (0 = embeddings)";
-        // A KL of exactly 0 (a lens that is exact somewhere) has no place on a log axis.
-        if series.iter().all(|(_, _, ys)| ys.iter().all(|&y| y > 0.0)) {
-            crate::plots::xy_lines_log_y(&title, x_label, "mean KL (nats, log scale)", series)
-        } else {
-            crate::plots::xy_lines(&title, x_label, "mean KL (nats)", series)
-        }
-    }
 }
 
 /// Progress of a training run, reported after each step.
@@ -355,7 +311,7 @@ pub fn train_lens(
         kl_tuned,
     };
     let text = serde_json::to_string_pretty(&result)? + "\n";
-    crate::experiments::store::write_atomic(&out.join("train_report.json"), text.as_bytes())?;
+    crate::cache::write_atomic(&out.join("train_report.json"), text.as_bytes())?;
     Ok(result)
 }
 
@@ -450,7 +406,7 @@ fn checkpoint(
         .map_err(|e| Error::Data(format!("{}: {e}", tmp.display())))?;
     std::fs::rename(&tmp, momentum_path).map_err(|e| Error::io(momentum_path, e))?;
     let text = serde_json::to_string_pretty(state)? + "\n";
-    crate::experiments::store::write_atomic(state_path, text.as_bytes())
+    crate::cache::write_atomic(state_path, text.as_bytes())
 }
 
 /// Residual rows [T, d] (f32, CPU) of every layer 0 … L for `batch`, and the final-distribution

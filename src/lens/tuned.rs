@@ -274,7 +274,7 @@ impl TunedLens {
         let params = dir.join("params.pt");
         write_state_dict(&params, &saved)?;
         let config = serde_json::to_string(&self.config)?;
-        crate::experiments::store::write_atomic(&dir.join("config.json"), config.as_bytes())?;
+        crate::cache::write_atomic(&dir.join("config.json"), config.as_bytes())?;
         Ok(params)
     }
 }

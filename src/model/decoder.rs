@@ -712,8 +712,8 @@ impl Decoder {
 
     /// What a lens reads through, in the form training differentiates: the final norm's
     /// parameters, the unembedding as a dense f32 [vocab, d] matrix, the final soft-cap.
-    pub(crate) fn readout(&self) -> Result<crate::lens::train::Readout> {
-        use crate::lens::train::NormParams;
+    pub(crate) fn readout(&self) -> Result<super::readout::Readout> {
+        use super::readout::NormParams;
         let norm = match &self.norm {
             Norm::Rms(n) => NormParams::Rms {
                 scale: n.scale().to_dtype(DType::F32)?,
@@ -725,7 +725,7 @@ impl Decoder {
                 eps: n.eps(),
             },
         };
-        Ok(crate::lens::train::Readout {
+        Ok(super::readout::Readout {
             norm,
             unembedding: self.lm_head.dense_weight()?.to_device(&Device::Cpu)?,
             softcap: self.spec.final_logit_softcap,

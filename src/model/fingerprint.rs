@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 
 /// `hashes.json` in the cache folder; `None` without one (digests are then not remembered).
 fn cache_file() -> Option<PathBuf> {
-    crate::fetch::cache_dir()
+    crate::cache::cache_dir()
         .ok()
         .map(|d| d.join("hashes.json"))
 }
@@ -83,7 +83,7 @@ pub fn file_sha256(path: &Path) -> Result<String> {
     if let Some(d) = read_cache().get(&key) {
         return Ok(d.clone());
     }
-    let digest = crate::fetch::sha256_file(path)?;
+    let digest = crate::cache::sha256_file(path)?;
     remember(key, &digest);
     Ok(digest)
 }

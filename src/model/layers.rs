@@ -592,8 +592,8 @@ pub fn attention(
             .reshape((b, heads, s, hd))?
             .to_dtype(dtype);
     }
-    let k = candle_transformers::utils::repeat_kv(k, n_rep)?;
-    let v = candle_transformers::utils::repeat_kv(v, n_rep)?;
+    let k = repeat_kv(k, n_rep)?;
+    let v = repeat_kv(v, n_rep)?;
     let k = k.to_dtype(DType::F32)?.contiguous()?;
     let scores = q.matmul(&k.t()?)?;
     let scores = match softcap {
@@ -691,6 +691,20 @@ pub fn gelu_tanh(x: &Tensor) -> candle_core::Result<Tensor> {
 /// `cap · tanh(x / cap)`, Gemma 2's final logit soft-capping.
 pub fn soft_cap(x: &Tensor, cap: f64) -> candle_core::Result<Tensor> {
     (x / cap)?.tanh()? * cap
+}
+
+/// Each of the `n_kv` key/value heads repeated `n_rep` times, for grouped-query attention.
+///
+/// # Shapes
+/// - `xs`: [batch, n_kv, seq, head_dim] → [batch, n_kv · n_rep, seq, head_dim], head h reading
+///   kv head h / n_rep. Concatenated along the sequence axis and reshaped (one contiguous copy,
+///   faster than a strided broadcast; candle-transformers does the same).
+fn repeat_kv(xs: Tensor, n_rep: usize) -> candle_core::Result<Tensor> {
+    if n_rep == 1 {
+        return Ok(xs);
+    }
+    let (b, n_kv, seq, head_dim) = xs.dims4()?;
+    Tensor::cat(&vec![&xs; n_rep], 2)?.reshape((b, n_kv * n_rep, seq, head_dim))
 }
 
 #[cfg(test)]

@@ -36,8 +36,14 @@ pub enum ModelSource {
 
 impl ModelSource {
     /// Interprets a user's `--model` value: an existing file (GGUF) or folder (Hugging Face
-    /// layout), a registered short name (`gpt2-medium`, see [`super::paper_models`]), else a Hub id
+    /// layout); else a name in the models folder ([`crate::cache::models_dir`]): an offline
+    /// model's short name (`smollm2`, `gemma3-270m`, see [`super::offline`]) or any file or folder
+    /// name there (`SmolLM2-135M-Instruct.Q4_1.gguf`), so the same value works from any folder;
+    /// else a registered short name (`gpt2-medium`, see [`super::paper_models`]); else a Hub id
     /// `owner/name[@rev]`.
+    ///
+    /// An offline model that has not been downloaded yet is an error here (this layer does not
+    /// download); [`crate::fetch::model_source`] fetches it first.
     ///
     /// # Errors
     /// [`Error::Config`] for a folder without `config.json`; [`Error::ModelNotFound`] when the
@@ -48,13 +54,16 @@ impl ModelSource {
             return Ok(ModelSource::Gguf(path.to_path_buf()));
         }
         if path.is_dir() {
-            if path.join("config.json").is_file() {
-                return Ok(ModelSource::HfFolder(path.to_path_buf()));
-            }
-            return Err(Error::Config(format!(
-                "{} is a folder without config.json; expected the Hugging Face layout (config.json, *.safetensors, tokenizer.json)",
-                path.display()
-            )));
+            return Self::folder(path);
+        }
+        if let Some(found) = Self::in_models_folder(spec)? {
+            return Ok(found);
+        }
+        if let Some(m) = super::offline::lookup(spec) {
+            return Err(Error::OfflineModelNotFetched {
+                name: spec.to_string(),
+                path: crate::cache::models_dir()?.join(m.file_name),
+            });
         }
         if let Some(m) = super::paper_models::lookup(spec) {
             return Ok(ModelSource::HubRepo {
@@ -86,6 +95,42 @@ impl ModelSource {
         })
     }
 
+    fn folder(path: &Path) -> Result<Self> {
+        if path.join("config.json").is_file() {
+            return Ok(ModelSource::HfFolder(path.to_path_buf()));
+        }
+        Err(Error::Config(format!(
+            "{} is a folder without config.json; expected the Hugging Face layout (config.json, *.safetensors, tokenizer.json)",
+            path.display()
+        )))
+    }
+
+    /// `spec` as a name in the models folder: an offline model's short name or file name, or a
+    /// bare file or folder name (no separator, so `../x` or `a/b` never reach outside it).
+    fn in_models_folder(spec: &str) -> Result<Option<Self>> {
+        let file_name = super::offline::lookup(spec).map_or(spec, |m| m.file_name);
+        let bare = !file_name.is_empty()
+            && file_name != "."
+            && file_name != ".."
+            && !file_name.contains(['/', '\\']);
+        if !bare {
+            return Ok(None);
+        }
+        let Ok(dir) = crate::cache::models_dir() else {
+            // No cache folder: a name cannot be looked up there, but a Hub id or a registered
+            // name still can (the error about the cache comes if something needs it).
+            return Ok(None);
+        };
+        let candidate = dir.join(file_name);
+        if candidate.is_file() {
+            return Ok(Some(ModelSource::Gguf(candidate)));
+        }
+        if candidate.is_dir() {
+            return Self::folder(&candidate).map(Some);
+        }
+        Ok(None)
+    }
+
     /// The model used when none is given: `$ENTROPY_LENS_MODEL`, else the cached offline SmolLM2,
     /// else the Hub id `HuggingFaceTB/SmolLM2-135M-Instruct`.
     ///
@@ -98,15 +143,16 @@ impl ModelSource {
                 return Self::parse(&spec);
             }
         }
-        let cached = crate::fetch::models_dir()?.join(crate::fetch::SMOLLM2.file_name);
+        let smollm2 = &super::offline::SMOLLM2;
+        let cached = crate::cache::models_dir()?.join(smollm2.file_name);
         if cached.is_file() {
             // A cached copy may have been cut short or altered since it was fetched: check it
             // (the digest is remembered by size and modification time, so this hashes once).
             let actual = super::fingerprint::file_sha256(&cached)?;
-            if actual != crate::fetch::SMOLLM2.sha256 {
+            if actual != smollm2.sha256 {
                 return Err(Error::Checksum {
                     path: cached,
-                    expected: crate::fetch::SMOLLM2.sha256.into(),
+                    expected: smollm2.sha256.into(),
                     actual,
                 });
             }

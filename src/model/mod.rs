@@ -25,8 +25,10 @@ mod gguf_header;
 pub mod hub;
 pub mod layers;
 pub mod load;
+pub mod offline;
 pub mod paper_models;
 mod qmatmul;
+pub mod readout;
 pub mod tokenizer;
 pub mod vision;
 pub mod weights;
@@ -449,7 +451,7 @@ impl Model {
 
     /// What a lens reads through (final norm, dense f32 unembedding, soft-cap), as training
     /// differentiates it.
-    pub fn readout(&self) -> Result<crate::lens::train::Readout> {
+    pub fn readout(&self) -> Result<readout::Readout> {
         self.decoder.readout()
     }
 

@@ -13,6 +13,7 @@ use plotly::Plot;
 use crate::error::{Error, Result};
 
 pub mod charts;
+mod lens_training;
 mod report;
 mod svg;
 mod traces;

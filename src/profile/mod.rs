@@ -17,6 +17,7 @@ use crate::lens::{alpha_key, DistStats, Extras, StatSpec};
 
 pub mod aggregate;
 pub mod provenance;
+pub mod schema;
 
 pub use provenance::Provenance;
 
@@ -204,6 +205,14 @@ impl PositionProfile {
 /// The entropy profile of a prompt, or of a generation from it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EntropyProfile {
+    /// The JSON layout's version ([`schema::PROFILE_SCHEMA_VERSION`] for profiles this build
+    /// makes; `None` for a file written before the field existed, read as version 1).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "schema::profile_version"
+    )]
+    pub schema_version: Option<u32>,
     /// Model name (file stem or repo id).
     pub model: String,
     pub prompt: String,
@@ -527,6 +536,7 @@ mod tests {
             }),
         };
         EntropyProfile {
+            schema_version: Some(schema::PROFILE_SCHEMA_VERSION),
             model: "m".into(),
             prompt: "p".into(),
             n_blocks: 3,

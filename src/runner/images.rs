@@ -154,6 +154,7 @@ impl ImageProfiler {
                 .cloned()
                 .unwrap_or_else(|| format!("LABEL_{predicted}"));
             out.push(EntropyProfile {
+                schema_version: Some(crate::profile::schema::PROFILE_SCHEMA_VERSION),
                 model: self.model.info().name.clone(),
                 prompt: name.clone(),
                 n_blocks: n_layers,

@@ -1,11 +1,12 @@
 //! Running prompts and generations through a model and its lens into [`EntropyProfile`]s.
 
 pub mod images;
+pub mod sampler;
 
 pub use images::ImageProfiler;
+pub use sampler::TokenSampler;
 
 use candle_core::Tensor;
-use candle_transformers::generation::{LogitsProcessor, Sampling as CandleSampling};
 use indicatif::ProgressBar;
 use serde::{Deserialize, Serialize};
 
@@ -244,14 +245,15 @@ impl Profiler {
         })
     }
 
-    /// Loads `model` (GGUF file, Hugging Face folder, registered name or Hub id) with default
-    /// statistics.
+    /// Loads `model` (GGUF file, Hugging Face folder, a name in the models folder, an offline
+    /// model's short name such as `smollm2` — downloaded on first use —, a registered name or a
+    /// Hub id) with default statistics.
     ///
     /// # Errors
-    /// Those of [`ModelSource::parse`] and [`crate::model::load()`].
+    /// Those of [`crate::fetch::model_source`] and [`crate::model::load()`].
     pub fn load(model: &str, opts: &LoadOptions) -> Result<Self> {
         Self::new(
-            load(&ModelSource::parse(model)?, opts)?,
+            load(&crate::fetch::model_source(model)?, opts)?,
             StatSpec::default(),
         )
     }
@@ -586,6 +588,7 @@ impl Profiler {
     ) -> Result<EntropyProfile> {
         let all: Vec<u32> = prompt_ids.iter().chain(&generated).copied().collect();
         Ok(EntropyProfile {
+            schema_version: Some(crate::profile::schema::PROFILE_SCHEMA_VERSION),
             model: self.model.info().name.clone(),
             prompt: req.prompt.clone(),
             n_blocks: self.model.n_layers(),
@@ -624,7 +627,7 @@ impl Profiler {
             .collect();
         let include_embed = reqs.iter().any(|r| r.include_embed);
         let eos = self.tokenizer.eos_token_ids().to_vec();
-        let mut samplers: Vec<Option<LogitsProcessor>> =
+        let mut samplers: Vec<Option<TokenSampler>> =
             reqs.iter().map(|r| sampler(&r.sampling)).collect();
         let mut entries: Vec<Vec<PositionProfile>> = vec![Vec::new(); b];
         let mut logits: Vec<Vec<f32>> = vec![Vec::new(); b];
@@ -821,7 +824,7 @@ impl Profiler {
         include_embed: bool,
         prompt: &[u32],
         will_generate: bool,
-        sampler: &mut Option<LogitsProcessor>,
+        sampler: &mut Option<TokenSampler>,
     ) -> Result<(Vec<PositionProfile>, Vec<f32>, Option<u32>)> {
         let p = captured.residuals.first().map_or(Ok(0), |l| l.dim(1))?;
         let picks: Vec<Pick> = (0..p)
@@ -996,14 +999,10 @@ fn tuned_mid_block() -> Error {
 }
 
 /// The next token from `logits`: greedy (argmax) without a sampler.
-fn choose_next(sampler: &mut Option<LogitsProcessor>, logits: &[f32]) -> Result<u32> {
+fn choose_next(sampler: &mut Option<TokenSampler>, logits: &[f32]) -> Result<u32> {
     match sampler {
         None => Ok(argmax(logits)),
-        Some(s) => Ok(s.sample(&Tensor::from_slice(
-            logits,
-            logits.len(),
-            &candle_core::Device::Cpu,
-        )?)?),
+        Some(s) => s.sample(logits),
     }
 }
 
@@ -1047,20 +1046,11 @@ pub fn device_name(device: &candle_core::Device) -> String {
     }
 }
 
-fn sampler(s: &Sampling) -> Option<LogitsProcessor> {
+fn sampler(s: &Sampling) -> Option<TokenSampler> {
     if s.temperature <= 0.0 {
         return None;
     }
-    let sampling = match s.sample_top_p {
-        Some(p) if p < 1.0 => CandleSampling::TopP {
-            p,
-            temperature: s.temperature,
-        },
-        _ => CandleSampling::All {
-            temperature: s.temperature,
-        },
-    };
-    Some(LogitsProcessor::from_sampling(s.seed, sampling))
+    Some(TokenSampler::new(s.seed, s.temperature, s.sample_top_p))
 }
 
 /// Greedy choice: the largest logit, smallest id among equals.
