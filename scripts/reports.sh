@@ -29,7 +29,7 @@ export EVCXR_TMPDIR="$SCRATCH/evcxr"
 # evcxr builds with debug assertions and overflow checks on (its own [profile.dev]); cargo's
 # config, here in the environment, takes precedence over the manifest. Without them the notebooks'
 # model runs go much faster with the same results (notebook 09's smoke lens training: 351 s -> 107 s,
-# same final KL to every printed digit; measured 2026-12-03, README "Notebooks").
+# same final KL to every printed digit; measured 2026-12-03, docs/notebooks.md).
 export CARGO_PROFILE_DEV_DEBUG_ASSERTIONS=false CARGO_PROFILE_DEV_OVERFLOW_CHECKS=false
 # A whole notebook's time limit: 30 min at smoke scale (the slowest takes about 5), a day at paper scale.
 if [ "$SCALE" = smoke ]; then NB_TIMEOUT="${NB_TIMEOUT:-1800}"; else NB_TIMEOUT="${NB_TIMEOUT:-86400}"; fi

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Sets up the notebook tool chain: Jupyter (Lab + Notebook + nbconvert) and the evcxr Rust kernel
-# at a pinned version, registered for that Jupyter.
+# at a pinned version, registered for that Jupyter and for the user (so an existing JupyterLab or
+# VS Code finds the "Rust" kernel too).
 #
 #   scripts/setup-notebooks.sh            # conda env from environment.yml if conda is there, else a venv
 #
+# One environment either way: environment.yml asks conda for Python and pip, and both paths install
+# the same pinned packages from scripts/requirements-notebooks.txt.
 # Everything is cached under ~/.cache/entropy-lens (ENTROPY_LENS_NB overrides): the Python env in
-# jupyter/, evcxr_jupyter in evcxr/bin, the kernel spec inside the env. Prints the line to source.
+# jupyter/, evcxr_jupyter in evcxr/bin, the kernel spec inside the env and in the user's Jupyter
+# data folder (ENTROPY_LENS_USER_KERNEL=0 skips the latter). Prints the line to source.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 EVCXR_VERSION=0.22.0
@@ -16,7 +20,7 @@ EVCXR_ROOT="$NB/evcxr"
 if command -v conda >/dev/null 2>&1 && [ "${ENTROPY_LENS_USE_VENV:-0}" != 1 ]; then
   [ -x "$ENV_DIR/bin/jupyter" ] || timeout 3600 conda env create -p "$ENV_DIR" -f environment.yml
 else
-  # Same packages from PyPI, same pins (see environment.yml).
+  # The same pins as the conda env (environment.yml installs this file with pip too).
   [ -x "$ENV_DIR/bin/python" ] || python3 -m venv "$ENV_DIR"
   timeout 1800 "$ENV_DIR/bin/pip" install -q -r scripts/requirements-notebooks.txt
 fi
@@ -37,5 +41,11 @@ spec = json.load(open(sys.argv[1]))
 spec["argv"][0] = sys.argv[2]
 json.dump(spec, open(sys.argv[1], "w"), indent=1)
 PY
+fi
+# The user-level kernel spec (~/.local/share/jupyter/kernels/rust on Linux): any Jupyter the user
+# runs, and VS Code's Jupyter extension, list it.
+if [ "${ENTROPY_LENS_USER_KERNEL:-1}" != 0 ] && [ -f "$SPEC" ]; then
+  "$ENV_DIR/bin/jupyter" kernelspec install --user --name rust "$(dirname "$SPEC")" >/dev/null
+  echo "kernel \"Rust\" registered for this user: $("$ENV_DIR/bin/jupyter" --data-dir)/kernels/rust"
 fi
 echo "ready: export PATH=\"$ENV_DIR/bin:$EVCXR_ROOT/bin:\$PATH\" JUPYTER_PATH=\"$ENV_DIR/share/jupyter\""

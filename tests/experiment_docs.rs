@@ -1,7 +1,7 @@
 //! The guides stay true to the code: docs/experiments.md lists every registered experiment, its
 //! "Adding an experiment" example is `examples/final_entropy.rs` verbatim and runs through the
-//! machinery (run, resume, finish) on the offline model, and the README's "Adding a family" shows
-//! the Mistral family file as it is.
+//! machinery (run, resume, finish) on the offline model, the README shows a command for every
+//! experiment, and CONTRIBUTING.md's "Adding a family" shows the Mistral family file as it is.
 
 mod common;
 
@@ -102,15 +102,15 @@ fn the_adding_an_experiment_example_is_the_example_file_and_runs() {
 }
 
 #[test]
-fn the_readme_family_example_is_the_mistral_file() {
-    let readme = text("README.md");
-    let shown = code_block_after(&readme, "### Adding a family");
+fn the_contributing_family_example_is_the_mistral_file() {
+    let guide = text("CONTRIBUTING.md");
+    let shown = code_block_after(&guide, "## Adding a family");
     let file = text("src/model/families/mistral.rs");
     let from = file.find("pub(crate) const FAMILY").unwrap();
     assert_eq!(
         shown,
         &file[from..],
-        "README's family example differs from mistral.rs"
+        "CONTRIBUTING.md's family example differs from mistral.rs"
     );
 }
 

@@ -87,7 +87,7 @@ pub enum Command {
 /// Which model, where, in which precision.
 #[derive(Args, Clone, Debug)]
 pub struct ModelArgs {
-    /// GGUF file, Hugging Face folder, or Hub repo id (default: $ENTROPY_LENS_MODEL, else the cached SmolLM2, else HuggingFaceTB/SmolLM2-135M-Instruct).
+    /// GGUF file, Hugging Face folder, a file name in the models folder, an offline model's short name (smollm2, gemma3-270m; downloaded on first use), a registry name (`entropy-lens models`) or a Hub repo id (default: $ENTROPY_LENS_MODEL, else the cached SmolLM2, else HuggingFaceTB/SmolLM2-135M-Instruct).
     #[arg(long)]
     pub model: Option<String>,
     /// cpu, cuda or cuda:N.
@@ -331,7 +331,7 @@ pub struct ExperimentArgs {
     /// How the answer is read (mmlu): letters (highest probability of A/B/C/D after the prompt; default) or generate (first option letter of a greedy generation; default under --protocol authors).
     #[arg(long)]
     pub method: Option<String>,
-    /// Models of the family experiment, comma-separated: registry names (`entropy-lens models`), Hub ids, GGUF files, folders; `paper` = the registry's base models [default: the two offline models]. For vit: ViT/DeiT folders or Hub ids; `paper` = the five models of Figure 8 [default: the repository's tiny fixtures].
+    /// Models of the family experiment, comma-separated: registry names (`entropy-lens models`), offline short names (smollm2, gemma3-270m), Hub ids, GGUF files, folders; `paper` = the registry's base models [default: the two offline models]. For vit: ViT/DeiT folders or Hub ids; `paper` = the five models of Figure 8 [default: the repository's tiny fixtures].
     #[arg(long, value_delimiter = ',')]
     pub models: Vec<String>,
     /// Prompt style of the skip experiment: base (default), instruct or humble.
@@ -356,8 +356,9 @@ fn experiment_help() -> String {
 
 #[derive(Args, Debug)]
 pub struct ExploreArgs {
-    /// GGUF file, Hugging Face folder or Hub id; repeat for several (default: the two offline
-    /// models, fetched like `demo`).
+    /// GGUF file, Hugging Face folder, a name in the models folder, an offline short name
+    /// (smollm2, gemma3-270m) or Hub id; repeat for several (default: the two offline models,
+    /// fetched like `demo`).
     #[arg(long = "model", value_name = "MODEL")]
     pub models: Vec<String>,
     /// A tuned lens (a folder, or a model id whose lens the tuned-lens package publishes) for the

@@ -4,7 +4,7 @@
 //! exists once, in `model/decoder.rs`.
 //!
 //! Adding a family: write `families/<name>.rs` with a `pub(crate) const FAMILY: Family`, add a
-//! variant to [`Architecture`] and one line to `FAMILIES`. See the README, "Adding a family".
+//! variant to [`Architecture`] and one line to `FAMILIES`. See CONTRIBUTING.md, "Adding a family".
 
 // User input reaches this module (issue 10): no unwrap or expect outside tests.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
