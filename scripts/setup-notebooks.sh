@@ -45,7 +45,13 @@ fi
 # The user-level kernel spec (~/.local/share/jupyter/kernels/rust on Linux): any Jupyter the user
 # runs, and VS Code's Jupyter extension, list it.
 if [ "${ENTROPY_LENS_USER_KERNEL:-1}" != 0 ] && [ -f "$SPEC" ]; then
-  "$ENV_DIR/bin/jupyter" kernelspec install --user --name rust "$(dirname "$SPEC")" >/dev/null
-  echo "kernel \"Rust\" registered for this user: $("$ENV_DIR/bin/jupyter" --data-dir)/kernels/rust"
+  USER_SPEC="$("$ENV_DIR/bin/jupyter" --data-dir)/kernels/rust/kernel.json"
+  # A "rust" kernel of the user's own (another evcxr_jupyter) is left alone, saying so.
+  if [ -f "$USER_SPEC" ] && ! grep -q "$EVCXR_ROOT/bin/evcxr_jupyter" "$USER_SPEC"; then
+    echo "note: $USER_SPEC is another Rust kernel; left as it is (ENTROPY_LENS_USER_KERNEL=0 silences this)"
+  else
+    "$ENV_DIR/bin/jupyter" kernelspec install --user --name rust "$(dirname "$SPEC")" >/dev/null 2>&1
+    echo "kernel \"Rust\" registered for this user: $(dirname "$USER_SPEC")"
+  fi
 fi
 echo "ready: export PATH=\"$ENV_DIR/bin:$EVCXR_ROOT/bin:\$PATH\" JUPYTER_PATH=\"$ENV_DIR/share/jupyter\""

@@ -20,10 +20,14 @@ step "unit, golden-parity, CLI, Hugging Face layout and explorer HTTP tests"
 cargo test --release
 
 step "install: cargo install --locked --path . puts entropy-lens on PATH; demo runs from another folder"
-INSTALL_ROOT="$CARGO_TARGET_DIR/install-check"
+INSTALL_ROOT="$(mkdir -p "$CARGO_TARGET_DIR/install-check" && cd "$CARGO_TARGET_DIR/install-check" && pwd)"
 cargo install --locked --quiet --path . --root "$INSTALL_ROOT" --force
-( cd "$(mktemp -d)" && PATH="$INSTALL_ROOT/bin:$PATH" entropy-lens demo --generate 4 >/dev/null \
-    && PATH="$INSTALL_ROOT/bin:$PATH" entropy-lens profile --model gemma3-270m --prompt "Hi" >/dev/null )
+ELSEWHERE="$(mktemp -d)"
+( cd "$ELSEWHERE" && export PATH="$INSTALL_ROOT/bin:$PATH" \
+    && [ "$(command -v entropy-lens)" = "$INSTALL_ROOT/bin/entropy-lens" ] \
+    && entropy-lens demo --generate 4 >/dev/null \
+    && entropy-lens profile --model gemma3-270m --prompt "Hi" >/dev/null )
+rm -rf "$ELSEWHERE"
 echo "    ok: $INSTALL_ROOT/bin/entropy-lens"
 
 step "the cluster recipes for real: a one-node Slurm cluster (job array + dependent merge) and two local shard processes"

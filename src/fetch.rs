@@ -127,30 +127,35 @@ fn download_into(model: &OfflineModel, path: &Path) -> Result<()> {
     out.flush().map_err(|e| Error::io(path, e))
 }
 
-/// A user's `--model` value as a source to load, downloading an offline model first when it is
-/// named (`smollm2`, `gemma3-270m`, or its file name) and not in the models folder yet. Every other
-/// value is [`ModelSource::parse`]'s.
+/// A user's `--model` value as a source to load. An offline model's short name or file name
+/// (`smollm2`, `gemma3-270m`, `SmolLM2-135M-Instruct.Q4_1.gguf`), unless a file or folder of that
+/// name is in the working folder, goes through [`fetch_model`]: downloaded on first use, and its
+/// sha256 checked like the default model's (the digest is remembered, so a second call does not
+/// hash again). Every other value is [`ModelSource::parse`]'s.
 ///
 /// # Errors
 /// Those of [`fetch_model`] and [`ModelSource::parse`].
 pub fn model_source(spec: &str) -> Result<ModelSource> {
-    match ModelSource::parse(spec) {
-        Err(Error::OfflineModelNotFetched { .. }) => match crate::model::offline::lookup(spec) {
-            Some(m) => fetch_model(m).map(ModelSource::Gguf),
-            None => ModelSource::parse(spec),
-        },
-        other => other,
+    if !Path::new(spec).exists() {
+        if let Some(m) = crate::model::offline::lookup(spec) {
+            return fetch_model(m).map(ModelSource::Gguf);
+        }
     }
+    ModelSource::parse(spec)
 }
 
-/// `--model` when given (see [`model_source`]), else [`ModelSource::default_model`].
+/// `--model` when given, else `$ENTROPY_LENS_MODEL` when set (both through [`model_source`]), else
+/// [`ModelSource::default_model`] (the cached SmolLM2, else its Hub id).
 ///
 /// # Errors
 /// Those of [`model_source`] and [`ModelSource::default_model`].
 pub fn model_source_or_default(spec: Option<&str>) -> Result<ModelSource> {
     match spec {
         Some(m) => model_source(m),
-        None => ModelSource::default_model(),
+        None => match std::env::var(crate::model::load::ENV_MODEL) {
+            Ok(m) if !m.is_empty() => model_source(&m),
+            _ => ModelSource::default_model(),
+        },
     }
 }
 

@@ -12,9 +12,10 @@ struct StderrLines;
 
 impl log::Log for StderrLines {
     fn enabled(&self, metadata: &log::Metadata) -> bool {
-        // Only this crate's records: dependencies' info lines (HTTP, thread pools) are not meant
-        // for the user of a command.
-        metadata.level() <= log::Level::Warn || metadata.target().starts_with("entropy_lens")
+        // Only this crate's records: dependencies' lines (TLS alerts, tokenizer warnings, HTTP) are
+        // not meant for the user of a command, and the command never printed them; their errors
+        // reach the user as this crate's typed errors.
+        metadata.target().starts_with("entropy_lens")
     }
 
     fn log(&self, record: &log::Record) {

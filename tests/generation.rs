@@ -138,6 +138,8 @@ fn the_token_sampler_draws_what_candle_transformers_draws() {
             (0.7, Some(0.9)),
             (1.3, Some(0.5)),
             (2.0, Some(1.0)),
+            // A nucleus mass of 0 samples the whole distribution, in both.
+            (1.0, Some(0.0)),
         ] {
             for seed in [0u64, 42, 12345] {
                 let sampling = match top_p {

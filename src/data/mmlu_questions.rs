@@ -315,6 +315,12 @@ pub fn hub_file(split: &str) -> String {
 /// Path of `all/<split>-00000-of-00001.parquet` of `cais/mmlu` in the Hub cache (`HF_HOME`),
 /// downloading it when missing (`HF_HUB_OFFLINE=1`: the cache only).
 pub fn hub_path(split: &str) -> Result<PathBuf> {
+    if !cfg!(feature = "parquet") {
+        // Said before the download, not after it.
+        return Err(Error::Data(format!(
+            "{HUB_DATASET} on the Hub is Parquet, which needs entropy-lens built with its `parquet` feature; or pass the questions as JSON Lines (--data data/mmlu/test.jsonl, the whole test split)"
+        )));
+    }
     let file = format!("all/{}", hub_file(split));
     let repo = hf_hub::Repo::new(HUB_DATASET.to_string(), hf_hub::RepoType::Dataset);
     if let Some(p) = hf_hub::Cache::from_env().repo(repo.clone()).get(&file) {

@@ -9,7 +9,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 /// How progress is shown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum ProgressMode {
-    /// A bar when stderr is a terminal, otherwise lines on stderr.
+    /// A bar when stderr is a terminal, otherwise lines through the `log` facade at info level
+    /// (the binary prints them on stderr; a program that installs no logger shows none).
     #[default]
     Auto,
     /// One line on stdout rewritten in place (a carriage return before each update, a newline

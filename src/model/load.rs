@@ -125,8 +125,10 @@ impl ModelSource {
         if candidate.is_file() {
             return Ok(Some(ModelSource::Gguf(candidate)));
         }
-        if candidate.is_dir() {
-            return Self::folder(&candidate).map(Some);
+        // A folder there counts only in the Hugging Face layout: another folder of the same name
+        // as a registry entry (`gpt2-medium/` holding something else) must not hide the entry.
+        if candidate.join("config.json").is_file() {
+            return Ok(Some(ModelSource::HfFolder(candidate)));
         }
         Ok(None)
     }
