@@ -2,7 +2,8 @@
 # Build entropy-lens with CUDA on a machine without a GPU (CUDA 13.0 toolchain from PyPI wheels),
 # for sm_90 (H100/H200). Usage: scripts/build-cuda.sh [cargo args...]
 #   default args: build --release --features cuda
-# The first build compiles candle's CUDA kernels (30-45 min on 2 cores); the toolchain and the
+# The first build compiles candle's CUDA kernels (23 min on 2 cores on 2026-12-05, beside other work;
+# 30-45 min measured earlier); the toolchain and the
 # target dir live under ~/.cache/entropy-lens so later builds take seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
