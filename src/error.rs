@@ -91,6 +91,9 @@ pub enum Error {
 
     #[error("JSON error: {0}")]
     Json(#[from] serde_json::Error),
+
+    #[error("interrupted: {0}")]
+    Interrupted(String),
 }
 
 impl From<candle_core::Error> for Error {

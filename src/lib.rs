@@ -51,6 +51,7 @@ pub mod model;
 pub mod plots;
 pub mod profile;
 pub mod runner;
+pub mod watch;
 
 pub use error::{Error, Result};
 

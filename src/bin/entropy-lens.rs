@@ -1,12 +1,10 @@
 //! `entropy-lens`: logit-lens entropy profiles and the paper's experiments from the command line.
 //! Parses the arguments and dispatches to [`entropy_lens::cli`].
 
-use std::io::Write;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use clap::Parser;
-use entropy_lens::cli::{args::Cli, check_stdout, dispatch, printable};
+use entropy_lens::cli::run_main;
 
 /// Whether descriptor 1 was closed when the process started, recorded before the Rust runtime
 /// reopens closed standard descriptors on `/dev/null` (after which a closed stdout and
@@ -36,26 +34,8 @@ fn main() -> ExitCode {
     }
     // The library's messages (a model being loaded, a download being waited for) go to stderr.
     entropy_lens::logging::log_to_stderr();
-    let cli = Cli::parse();
-    let result = check_stdout(STDOUT_CLOSED_AT_START.load(Ordering::Relaxed)).and_then(|()| {
-        let stdout = std::io::stdout();
-        let mut out = stdout.lock();
-        dispatch(cli, &mut out)
-    });
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        // `entropy-lens profile ... | head`: the reader has what it wanted.
-        Err(entropy_lens::Error::Io { path, source })
-            if path.as_os_str() == "<stdout>"
-                && source.kind() == std::io::ErrorKind::BrokenPipe =>
-        {
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            // A stderr that cannot be written (2>/dev/full) must not turn the exit code into a
-            // panic's 101; names and paths are printed with their control characters escaped.
-            let _ = writeln!(std::io::stderr(), "error: {}", printable(&e.to_string()));
-            ExitCode::FAILURE
-        }
-    }
+    ExitCode::from(run_main(
+        std::env::args_os(),
+        STDOUT_CLOSED_AT_START.load(Ordering::Relaxed),
+    ))
 }

@@ -16,7 +16,7 @@ pub mod train_lens;
 
 pub use classify::{classify, parse_search};
 pub use demo::{demo, DEMO_PROMPT};
-pub use profile::{profile, read_prompts, render_table, ProfileOptions};
+pub use profile::{profile, profile_loaded, read_prompts, render_table, ProfileOptions};
 
 use std::io::Write;
 
@@ -73,6 +73,47 @@ pub fn check_stdout(closed_at_start: bool) -> Result<()> {
 fn line(out: &mut impl Write, text: &str) -> Result<()> {
     writeln!(out, "{text}").map_err(|e| Error::io("<stdout>", e))?;
     out.flush().map_err(|e| Error::io("<stdout>", e))
+}
+
+/// The whole `entropy-lens` command: parses `args` (the program name first), runs the command
+/// with results on stdout and an `error:` line on stderr, and returns the exit status (clap's own
+/// for `--help` and usage errors). The binary's `main` and the Python wheel's console script both
+/// call it; `stdout_closed_at_start` is what [`check_stdout`] refuses.
+pub fn run_main<I, T>(args: I, stdout_closed_at_start: bool) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    use clap::Parser;
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            // --help and --version print to stdout and exit 0; usage errors to stderr, exit 2.
+            let _ = e.print();
+            return u8::try_from(e.exit_code()).unwrap_or(2);
+        }
+    };
+    let result = check_stdout(stdout_closed_at_start).and_then(|()| {
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
+        dispatch(cli, &mut out)
+    });
+    match result {
+        Ok(()) => 0,
+        // `entropy-lens profile ... | head`: the reader has what it wanted.
+        Err(Error::Io { path, source })
+            if path.as_os_str() == "<stdout>"
+                && source.kind() == std::io::ErrorKind::BrokenPipe =>
+        {
+            0
+        }
+        Err(e) => {
+            // A stderr that cannot be written (2>/dev/full) must not turn the exit code into a
+            // panic's 101; names and paths are printed with their control characters escaped.
+            let _ = writeln!(std::io::stderr(), "error: {}", printable(&e.to_string()));
+            1
+        }
+    }
 }
 
 /// Runs a parsed command line, writing results to `out`.

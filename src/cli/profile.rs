@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::lens::{LensKind, StatSpec, TargetToken};
 use crate::model::{load, parse_device, LoadOptions, ModelSource, WeightDType};
 use crate::profile::{EntropyProfile, ReadPoint};
-use crate::runner::{ProfileRequest, Profiler, Sampling};
+use crate::runner::{ProfileRequest, Profiler, Sampling, TokenObserver};
 
 impl super::args::ProfileArgs {
     /// The options these flags ask for.
@@ -141,22 +141,51 @@ pub fn read_prompts(path: &Path) -> Result<Vec<String>> {
     Ok(prompts)
 }
 
+impl ProfileOptions {
+    /// The statistics these options ask for (not yet validated).
+    pub fn stat_spec(&self) -> StatSpec {
+        StatSpec {
+            alphas: self.alphas.clone(),
+            support_threshold: self.support_threshold,
+            top_p: self.top_p,
+            top_p_ids: self.top_p_ids,
+            top_k: self.top_k,
+            top_p_overlap: false,
+            kl_to_final: self.kl,
+            target: self.target,
+        }
+    }
+
+    /// One request per prompt, as `profile` runs them.
+    pub fn requests(&self, prompts: &[String]) -> Vec<ProfileRequest> {
+        prompts
+            .iter()
+            .map(|prompt| ProfileRequest {
+                prompt: prompt.clone(),
+                generate: self.generate,
+                ignore_eos: self.ignore_eos,
+                all_positions: self.all_positions,
+                add_bos: !self.no_bos,
+                chat: self.chat,
+                include_embed: self.embed,
+                sampling: Sampling {
+                    temperature: self.temperature,
+                    sample_top_p: self.sample_top_p,
+                    seed: self.seed,
+                },
+                token_ids: None,
+            })
+            .collect()
+    }
+}
+
 /// Runs `entropy-lens profile`: validates everything, loads the model once, and hands each
 /// prompt's profile to `sink` as soon as it is ready.
 pub fn profile(
     opts: &ProfileOptions,
     mut sink: impl FnMut(&EntropyProfile) -> Result<()>,
 ) -> Result<()> {
-    let spec = StatSpec {
-        alphas: opts.alphas.clone(),
-        support_threshold: opts.support_threshold,
-        top_p: opts.top_p,
-        top_p_ids: opts.top_p_ids,
-        top_k: opts.top_k,
-        top_p_overlap: false,
-        kl_to_final: opts.kl,
-        target: opts.target,
-    };
+    let spec = opts.stat_spec();
     spec.validate()?;
     if !opts.images.is_empty() {
         if spec.relates_rows() || !opts.read_point.is_block() {
@@ -182,53 +211,63 @@ pub fn profile(
         device,
         dtype: opts.dtype,
     };
+    // A bad lens name fails before the model loads.
     let lens = opts.lens.as_deref().map(LensKind::parse).transpose()?;
     let mut profiler = Profiler::new(load(&source, &load_opts)?, spec)?;
-    if let Some(lens) = lens {
-        profiler.set_lens(lens)?;
-    }
+    let bar = progress_bar(
+        prompts.len() as u64 * opts.generate.max(1) as u64,
+        "profiling",
+    );
+    profile_loaded(&mut profiler, opts, lens, &prompts, &bar, |p| {
+        if opts.generate == 0 {
+            bar.inc(1);
+        }
+        bar.suspend(|| sink(p))
+    })?;
+    bar.finish_and_clear();
+    Ok(())
+}
+
+/// `profile` on a model already loaded (the Python module's `Profiler.profile`): sets the
+/// statistics, the lens (`lens`, already parsed; `None`: the logit lens), the read point, the
+/// skipped blocks and the batch size from `opts` (the model fields are not read), checks that
+/// every prompt fits the context, then runs the prompts in batches and hands each profile to
+/// `sink`. `observer` sees every generated token and may stop the sequences.
+///
+/// # Errors
+/// Invalid statistics, a lens or read point the model cannot take, a block out of range, a
+/// prompt over the context, and the model's own errors.
+pub fn profile_loaded(
+    profiler: &mut Profiler,
+    opts: &ProfileOptions,
+    lens: Option<LensKind>,
+    prompts: &[String],
+    observer: &dyn TokenObserver,
+    mut sink: impl FnMut(&EntropyProfile) -> Result<()>,
+) -> Result<()> {
+    let spec = opts.stat_spec();
+    spec.validate()?;
+    profiler.set_spec(spec)?;
+    // The block read point first: a tuned lens refuses a mid-block one, whichever is set first.
+    profiler.set_read_point(ReadPoint::Block)?;
+    profiler.set_lens(lens.unwrap_or_default())?;
     profiler.set_read_point(opts.read_point)?;
-    if !opts.skip.is_empty() {
-        profiler.model.set_skipped_blocks(&opts.skip)?;
-    }
-    let requests: Vec<ProfileRequest> = prompts
-        .into_iter()
-        .map(|prompt| ProfileRequest {
-            prompt,
-            generate: opts.generate,
-            ignore_eos: opts.ignore_eos,
-            all_positions: opts.all_positions,
-            add_bos: !opts.no_bos,
-            chat: opts.chat,
-            include_embed: opts.embed,
-            sampling: Sampling {
-                temperature: opts.temperature,
-                sample_top_p: opts.sample_top_p,
-                seed: opts.seed,
-            },
-            token_ids: None,
-        })
-        .collect();
+    profiler.model.set_skipped_blocks(&opts.skip)?;
+    let requests = opts.requests(prompts);
     // Fail before any work when a prompt cannot fit the context.
     for r in &requests {
         profiler.checked_prompt_ids(r)?;
     }
-    let bar = progress_bar(
-        requests.len() as u64 * opts.generate.max(1) as u64,
-        "profiling",
-    );
-    if let Some(n) = opts.batch_size {
-        profiler.set_batch_size(n)?;
-    }
+    let batch = match opts.batch_size {
+        Some(n) => n,
+        None => crate::runner::default_batch_size(profiler.model.device()),
+    };
+    profiler.set_batch_size(batch)?;
     for group in requests.chunks(profiler.batch_size()) {
-        for profile in profiler.run_batch_with_progress(group, Some(&bar))? {
-            if opts.generate == 0 {
-                bar.inc(1);
-            }
-            bar.suspend(|| sink(&profile))?;
+        for profile in profiler.run_batch_observed(group, observer)? {
+            sink(&profile)?;
         }
     }
-    bar.finish_and_clear();
     Ok(())
 }
 

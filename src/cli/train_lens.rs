@@ -10,8 +10,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::args::TrainLensArgs;
 use crate::error::{Error, Result};
-use crate::lens::trainer::{read_text_from, train_lens as train, TrainOptions};
+use crate::lens::trainer::{read_text_from, train_lens_watched as train, TrainOptions};
 use crate::model::{load, parse_device, LoadOptions};
+use crate::watch::Watch;
 
 impl TrainLensArgs {
     /// The training options these flags ask for.
@@ -41,6 +42,16 @@ fn sparkline(v: &[f64]) -> String {
 
 /// Runs `entropy-lens train-lens`.
 pub fn train_lens(args: &TrainLensArgs, out: &mut impl Write) -> Result<()> {
+    train_lens_with(args, out, None)
+}
+
+/// `train-lens` reporting to `watch` (steps done, the status line) and stopping when it asks,
+/// resumably (the Python module's `train_lens`).
+pub fn train_lens_with(
+    args: &TrainLensArgs,
+    out: &mut impl Write,
+    watch: Option<&Watch>,
+) -> Result<()> {
     let opts = args.options();
     let source = crate::fetch::model_source_or_default(args.model.model.as_deref())?;
     let text = read_text_from(&args.data, args.skip_records)?;
@@ -66,25 +77,43 @@ pub fn train_lens(args: &TrainLensArgs, out: &mut impl Write) -> Result<()> {
         None
     };
     let mut last_line = std::time::Instant::now();
-    let report = train(&mut model, &tokenizer, &text, &opts, &args.out, &mut |s| {
+    if let Some(w) = watch {
+        w.set_total(steps);
+    }
+    let mut on_step = |s: &crate::lens::trainer::StepReport| {
         let mean = s.kl.iter().sum::<f64>() / s.kl.len().max(1) as f64;
         let msg = format!(
             "mean KL {mean:.3} nats, by layer 0…{} {}",
             s.kl.len().saturating_sub(1),
             sparkline(&s.kl)
         );
+        if let Some(w) = watch {
+            w.set_done(s.step);
+            w.set_status(&format!("train-lens: step {}/{}, {msg}", s.step, s.steps));
+        }
         match &bar {
             Some(b) => {
                 b.set_position(s.step as u64);
                 b.set_message(msg);
             }
-            None if last_line.elapsed().as_secs() >= 10 || s.step == s.steps => {
+            None if watch.is_none()
+                && (last_line.elapsed().as_secs() >= 10 || s.step == s.steps) =>
+            {
                 last_line = std::time::Instant::now();
                 super::note(&format!("train-lens: step {}/{}, {msg}", s.step, s.steps));
             }
             None => {}
         }
-    })?;
+    };
+    let report = train(
+        &mut model,
+        &tokenizer,
+        &text,
+        &opts,
+        &args.out,
+        &mut on_step,
+        watch,
+    )?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }

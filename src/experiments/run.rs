@@ -4,6 +4,7 @@
 //! finish when the folder holds every item (unless it is one shard of several).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::experiment::{Batch, Cx, Experiment, Instrument, Models};
@@ -18,6 +19,7 @@ use crate::lens::{LensKind, LensRecord};
 use crate::model::{parse_device, LoadOptions, ModelSource};
 use crate::profile::provenance::CRATE_VERSION;
 use crate::runner::{default_batch_size, device_name};
+use crate::watch::Watch;
 
 /// Where and how to run.
 #[derive(Clone, Debug)]
@@ -36,6 +38,9 @@ pub struct RunOptions {
     /// its questions' unskipped pass, and runs each question's trials alone (a trial's skipped
     /// blocks are its question's own).
     pub batch: Option<usize>,
+    /// Progress published for a watcher on another thread, and its stop request: checked after
+    /// each batch's records are written, so a stopped run resumes where it stopped.
+    pub watch: Option<Arc<Watch>>,
 }
 
 impl Default for RunOptions {
@@ -45,6 +50,7 @@ impl Default for RunOptions {
             shard: None,
             progress: ProgressMode::Auto,
             batch: None,
+            watch: None,
         }
     }
 }
@@ -326,6 +332,18 @@ pub fn run_with<E: Experiment>(plan: &Plan, opts: &RunOptions) -> Result<RunSumm
         .collect();
     let label = format!("{} {}", E::NAME, cfg.model.name);
     let mut progress = Progress::new(opts.progress, &label, mine.len(), mine.len() - todo.len());
+    let watch = opts.watch.as_deref();
+    if let Some(w) = watch {
+        w.set_total(mine.len());
+        w.set_done(mine.len() - todo.len());
+        w.set_status(&progress.status());
+    }
+    let stopped = || {
+        format!(
+            "the run in {} stopped; run it again with the same arguments to resume",
+            dir.display()
+        )
+    };
     let start = Instant::now();
     for group in &groups {
         let left: Vec<&WorkItem> = group
@@ -374,6 +392,11 @@ pub fn run_with<E: Experiment>(plan: &Plan, opts: &RunOptions) -> Result<RunSumm
             }
             out.append(&records)?;
             progress.inc(records.len());
+            if let Some(w) = watch {
+                w.add_done(records.len());
+                w.set_status(&progress.status());
+                w.check(&stopped())?;
+            }
         }
     }
     progress.finish();

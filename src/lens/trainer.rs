@@ -22,6 +22,7 @@ use super::train::{sgd_nesterov, zeros_like, FinalDist, Readout};
 use super::tuned::{Translator, TunedLens};
 use crate::error::{Error, Result};
 use crate::model::{Model, Positions, TextTokenizer};
+use crate::watch::Watch;
 
 /// How a lens is trained.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -191,6 +192,20 @@ pub fn train_lens(
     out: &Path,
     report: &mut dyn FnMut(&StepReport),
 ) -> Result<TrainReport> {
+    train_lens_watched(model, tokenizer, text, opts, out, report, None)
+}
+
+/// [`train_lens`] that stops when `watch` asks it to: after the step under way, with a
+/// checkpoint written, so that running it again resumes there ([`Error::Interrupted`]).
+pub fn train_lens_watched(
+    model: &mut Model,
+    tokenizer: &TextTokenizer,
+    text: &str,
+    opts: &TrainOptions,
+    out: &Path,
+    report: &mut dyn FnMut(&StepReport),
+    watch: Option<&Watch>,
+) -> Result<TrainReport> {
     opts.check()?;
     let info = model.info().clone();
     let l = info.n_layers;
@@ -295,8 +310,15 @@ pub fn train_lens(
             steps,
             kl,
         });
-        if state.step % opts.checkpoint_every == 0 || state.step == steps {
+        let stop = watch.is_some_and(Watch::stop_requested) && state.step < steps;
+        if state.step % opts.checkpoint_every == 0 || state.step == steps || stop {
             checkpoint(&lens, &velocity, &state, out, &state_path, &momentum_path)?;
+        }
+        if stop {
+            return Err(Error::Interrupted(format!(
+                "lens training stopped after step {} of {steps}; run it again with the same arguments to resume",
+                state.step
+            )));
         }
     }
     let zero = TunedLens::zeros(&info.name, info.d_model, l)?;

@@ -170,6 +170,15 @@ impl TokenObserver for ProgressBar {
     }
 }
 
+/// A generation watched token by token: each token counts one item, and a stop request ends
+/// every sequence at its next token (the caller then reports [`Error::Interrupted`]).
+impl TokenObserver for crate::watch::Watch {
+    fn token(&self, _request: usize) -> bool {
+        self.add_done(1);
+        !self.stop_requested()
+    }
+}
+
 /// An observer seeing the requests of one group as `offset + i`.
 struct Shifted<'a> {
     inner: &'a dyn TokenObserver,
