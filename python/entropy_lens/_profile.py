@@ -67,8 +67,8 @@ class Profile:
 
     Rows are the measured positions (the last prompt token, every prompt token with
     ``all_positions=True``, and one per generated token); columns are the read points: block
-    1 … L after each block (``point_labels``), with layer 0 (the embedding output) first when
-    measured with ``embed=True``. Entropies are in nats.
+    1 … L after each block (``point_labels``; ``1.a`` … after each block's attention). Layer 0
+    (the embedding output, ``embed=True``) is apart, in :attr:`embed`. Entropies are in nats.
     """
 
     __slots__ = ("_p", "_cache")
@@ -120,7 +120,7 @@ class Profile:
 
     @property
     def point_labels(self) -> List[str]:
-        """Column labels: ``0`` (embedding, when measured), ``1`` … ``L`` (``1.a`` … at attention)."""
+        """Column labels: ``1`` … ``L`` (``1.a`` … ``L.a`` after each block's attention)."""
         return self._p.point_labels
 
     @property
@@ -182,6 +182,26 @@ class Profile:
         """Id of the token each row follows (int64, -1 where none); ``None`` without ``target``."""
         t = self._target()
         return None if t is None else t[2]
+
+    @property
+    def embed(self) -> Optional[Dict[str, Any]]:
+        """Layer 0 (the embedding output) per row, when profiled with ``embed=True``:
+        ``{'shannon': (rows,), 'top_p_count': (rows,), 'renyi': {α: (rows,)}}``; else ``None``."""
+
+        def make() -> Optional[Dict[str, Any]]:
+            rows = [pos.get("embed") for pos in self.to_dict()["positions"]]
+            if not rows or any(r is None for r in rows):
+                return None
+            return {
+                "shannon": np.array([r["shannon"] for r in rows], dtype=np.float64),
+                "top_p_count": np.array([r["top_p_count"] for r in rows], dtype=np.int64),
+                "renyi": {
+                    a: np.array([r["renyi"][a] for r in rows], dtype=np.float64)
+                    for a in rows[0].get("renyi", {})
+                },
+            }
+
+        return self._memo("embed", make)
 
     @property
     def top_k(self) -> List[List[List["tuple[int, float]"]]]:

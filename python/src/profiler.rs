@@ -314,7 +314,7 @@ impl PyProfile {
             .collect::<Vec<_>>()
             .into_pyarray(py)
     }
-    /// Labels of the columns: `0` (embedding, when measured), `1` … `L`, or `1.a` … at attention.
+    /// Labels of the columns: `1` … `L`, or `1.a` … after each block's attention.
     #[getter]
     fn point_labels(&self) -> Vec<String> {
         self.inner.point_labels()

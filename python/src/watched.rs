@@ -32,27 +32,31 @@ pub fn run_watched<T: Send>(
         let worker = scope.spawn(move || work(&w));
         while !worker.is_finished() {
             py.detach(|| std::thread::sleep(POLL));
-            if interrupted.is_none() {
-                if let Err(e) = py.check_signals() {
-                    watch.request_stop();
-                    interrupted = Some(e);
-                }
+            if interrupted.is_some() {
+                continue;
             }
-            if let (Some(cb), None) = (progress, &interrupted) {
+            // Ctrl-C, or an exception raised by the progress callback: the worker stops at its
+            // next check and the call raises that exception once it has.
+            let mut failed = py.check_signals().err();
+            if let (Some(cb), None) = (progress, &failed) {
                 if last_report.elapsed() >= REPORT_EVERY {
                     last_report = Instant::now();
-                    report(cb, watch)?;
+                    failed = report(cb, watch).err();
                 }
             }
+            if let Some(e) = failed {
+                watch.request_stop();
+                interrupted = Some(e);
+            }
         }
-        Ok::<_, PyErr>(worker.join())
-    })?;
+        worker.join()
+    });
     match outcome {
         Err(panic) => Err(PyRuntimeError::new_err(format!(
             "internal error in entropy-lens (please report it): {}",
             panic_text(&panic)
         ))),
-        // Ctrl-C: Python's own KeyboardInterrupt, whatever the worker returned.
+        // Python's own exception (KeyboardInterrupt on Ctrl-C), whatever the worker returned.
         Ok(_) if interrupted.is_some() => Err(interrupted
             .take()
             .unwrap_or_else(|| PyRuntimeError::new_err("interrupted"))),
