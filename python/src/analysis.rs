@@ -37,7 +37,7 @@ pub fn knn_auc(
         .detach(|| knn_cross_validate(x.view(), &labels, &cfg))
         .py()?;
     serde_json::to_string(&result)
-        .map_err(|e| entropy_lens::Error::from(e))
+        .map_err(entropy_lens::Error::from)
         .py()
 }
 

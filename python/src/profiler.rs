@@ -31,10 +31,23 @@ fn closed() -> PyErr {
 }
 
 impl PyProfiler {
-    fn lock(&self) -> PyResult<MutexGuard<'_, Option<Profiler>>> {
-        self.inner
-            .lock()
-            .map_err(|_| PyValueError::new_err("this Profiler was poisoned by an earlier failure"))
+    /// The model, waited for with the GIL released: another thread's call may hold it while its
+    /// own wait needs the GIL (a blocking lock here would deadlock the two).
+    fn lock(&self, py: Python<'_>) -> PyResult<MutexGuard<'_, Option<Profiler>>> {
+        loop {
+            match self.inner.try_lock() {
+                Ok(guard) => return Ok(guard),
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    py.detach(|| std::thread::sleep(std::time::Duration::from_millis(2)));
+                    py.check_signals()?;
+                }
+                Err(std::sync::TryLockError::Poisoned(_)) => {
+                    return Err(PyValueError::new_err(
+                        "this Profiler was poisoned by an earlier failure; load the model again",
+                    ))
+                }
+            }
+        }
     }
 
     fn lens(&self, spec: &str) -> PyResult<Option<LensKind>> {
@@ -89,8 +102,8 @@ impl PyProfiler {
     }
 
     /// `{name, architecture, n_layers, d_model, vocab_size, context_length, ...}`.
-    fn info(&self) -> PyResult<String> {
-        let guard = self.lock()?;
+    fn info(&self, py: Python<'_>) -> PyResult<String> {
+        let guard = self.lock(py)?;
         let p = guard.as_ref().ok_or_else(closed)?;
         let i = p.model.info();
         Ok(serde_json::json!({
@@ -109,26 +122,26 @@ impl PyProfiler {
     }
 
     /// Frees the model; later calls raise `ValueError`.
-    fn close(&self) -> PyResult<()> {
-        *self.lock()? = None;
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        *self.lock(py)? = None;
         Ok(())
     }
 
     #[getter]
-    fn closed(&self) -> PyResult<bool> {
-        Ok(self.lock()?.is_none())
+    fn closed(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.lock(py)?.is_none())
     }
 
     /// The token strings of `ids`, one per id.
-    fn tokens(&self, ids: Vec<u32>) -> PyResult<Vec<String>> {
-        let guard = self.lock()?;
+    fn tokens(&self, py: Python<'_>, ids: Vec<u32>) -> PyResult<Vec<String>> {
+        let guard = self.lock(py)?;
         let p = guard.as_ref().ok_or_else(closed)?;
         Ok(ids.iter().map(|&i| p.tokenizer.token_text(i)).collect())
     }
 
     /// The text of `ids`, decoded.
-    fn decode(&self, ids: Vec<u32>) -> PyResult<String> {
-        let guard = self.lock()?;
+    fn decode(&self, py: Python<'_>, ids: Vec<u32>) -> PyResult<String> {
+        let guard = self.lock(py)?;
         let p = guard.as_ref().ok_or_else(closed)?;
         p.tokenizer.decode(&ids).py()
     }
@@ -209,7 +222,7 @@ impl PyProfiler {
         let lens = self.lens(lens)?;
         let watch = Arc::new(Watch::new());
         watch.set_total(prompts.len() * opts.generate.max(1));
-        let mut guard = self.lock()?;
+        let mut guard = self.lock(py)?;
         let profiler = guard.as_mut().ok_or_else(closed)?;
         let profiles = run_watched(py, &watch, progress.as_ref(), |w| {
             let mut out = Vec::with_capacity(prompts.len());
