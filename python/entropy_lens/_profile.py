@@ -10,7 +10,7 @@ from ._progress import ProgressArg, callback
 
 #: The lens's top-p mass and the α = 0 support threshold the CLI uses by default.
 DEFAULT_TOP_P = 0.6
-DEFAULT_SUPPORT_THRESHOLD = 1e-6
+DEFAULT_SUPPORT_THRESHOLD = 1e-20
 
 
 def _prompts(prompts: Union[str, Iterable[str]]) -> "tuple[List[str], bool]":

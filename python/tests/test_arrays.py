@@ -62,7 +62,8 @@ def test_figures_are_plotly_figures_of_the_rust_charts(lens):
     p = lens.profile("The sea is", generate=3, target="next")
     heat = p.heatmap()
     assert isinstance(heat, go.Figure)
-    np.testing.assert_array_equal(np.asarray(heat.data[0].z, dtype=float), p.shannon)
+    # The Rust heatmap puts blocks on the y axis and positions on the x axis.
+    np.testing.assert_array_equal(np.asarray(heat.data[0].z, dtype=float).T, p.shannon)
     bars = p.delta_bars(-1)
     dh = np.diff(p.shannon[-1])
     np.testing.assert_allclose(np.asarray(bars.data[0].y, dtype=float)[-len(dh):], dh, atol=1e-12)
