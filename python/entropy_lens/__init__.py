@@ -34,6 +34,8 @@ __all__ = [
     "train_lens",
     "fetch_models",
     "experiments",
+    "Figure",
+    "reset_plotly_js",
 ]
 
 # Imported on first use, so that the `entropy-lens` command (which starts through this package)
@@ -50,9 +52,12 @@ _LAZY = {
     "train_lens": "._runs",
     "fetch_models": "._runs",
     "experiments": "._runs",
+    "Figure": "._figure",
+    "reset_plotly_js": "._figure",
 }
 
 if TYPE_CHECKING:
+    from ._figure import Figure, reset_plotly_js
     from ._profile import Profile, Profiler
     from ._runs import Run, experiments, fetch_models, load_run, run_experiment, train_lens
     from ._stats import c1, c2, knn_auc

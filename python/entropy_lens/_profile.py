@@ -281,21 +281,21 @@ class Profile:
 
     def heatmap(self, metric: str = "shannon") -> "Any":
         """Positions × blocks heatmap (``metric``: ``shannon``, ``top_p`` or ``renyi:<α>``)."""
-        return _figure(self._p.heatmap_json(metric))
+        return _figure(self._p.heatmap_chart(metric))
 
     def delta_bars(self, position: int = -1) -> "Any":
         """Per-block entropy change ΔH at one measured row (default: the last)."""
-        return _figure(self._p.delta_bars_json(self._row(position)))
+        return _figure(self._p.delta_bars_chart(self._row(position)))
 
     def trace(self, position: int = -1) -> "Any":
         """The followed token's rank and probability through the blocks (needs ``target``)."""
-        return _figure(self._p.trace_json(self._row(position)))
+        return _figure(self._p.trace_chart(self._row(position)))
 
 
-def _figure(spec: str) -> "Any":
-    import plotly.io as pio
+def _figure(parts: "tuple[str, str, int]") -> "Any":
+    from ._figure import Figure
 
-    return pio.from_json(spec)
+    return Figure._from_chart(parts)
 
 
 class Profiler:

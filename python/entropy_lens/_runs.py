@@ -80,6 +80,27 @@ class Run:
 
         return pd.read_json(self.dir / "records.jsonl", lines=True, dtype=False)
 
+    def charts(self) -> List["Any"]:
+        """The run's charts as its report draws them (:class:`entropy_lens.Figure`, a plotly
+        Figure)."""
+        from ._figure import Figure
+
+        return [Figure._from_chart(c) for c in _native.outcome_charts(str(self.dir))]
+
+    def tables(self, comparison: bool = False) -> List["Any"]:
+        """The run's tables as pandas DataFrames of the report's formatted cells (strings; the
+        numbers themselves are in :attr:`result`). ``comparison=True``: the tables set beside the
+        paper's. Each DataFrame's ``attrs`` hold its ``title`` and ``notes``."""
+        import pandas as pd
+
+        out = []
+        for title, header, rows, notes in _native.outcome_tables(str(self.dir), comparison):
+            frame = pd.DataFrame(rows, columns=header)
+            frame.attrs["title"] = title
+            frame.attrs["notes"] = notes
+            out.append(frame)
+        return out
+
     def profiles(self) -> List[Profile]:
         """Every record's profile, in the records' order."""
         out = []

@@ -25,6 +25,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(runs::train_lens, m)?)?;
     m.add_function(wrap_pyfunction!(runs::load_outcome, m)?)?;
     m.add_function(wrap_pyfunction!(runs::experiments_catalog, m)?)?;
+    m.add_function(wrap_pyfunction!(runs::outcome_charts, m)?)?;
+    m.add_function(wrap_pyfunction!(runs::outcome_tables, m)?)?;
+    m.add_function(wrap_pyfunction!(runs::notebook_html, m)?)?;
+    m.add_function(wrap_pyfunction!(runs::reset_plotly_js, m)?)?;
     m.add_function(wrap_pyfunction!(runs::fetch_models, m)?)?;
     m.add_function(wrap_pyfunction!(analysis::knn_auc, m)?)?;
     m.add_function(wrap_pyfunction!(analysis::c1, m)?)?;

@@ -257,8 +257,16 @@ fn matrix<'py>(py: Python<'py>, m: Array2<f64>) -> Bound<'py, PyArray2<f64>> {
     m.into_pyarray(py)
 }
 
-fn chart_json(chart: entropy_lens::Result<entropy_lens::plots::Chart>) -> PyResult<String> {
-    Ok(chart.py()?.to_json())
+/// A chart as (Plotly JSON, static SVG sketch, height in pixels): the Python `Figure` keeps the
+/// sketch for notebook outputs.
+pub type ChartParts = (String, String, usize);
+
+pub fn chart_parts(chart: &entropy_lens::plots::Chart) -> ChartParts {
+    (chart.to_json(), chart.to_svg(), chart.height())
+}
+
+fn chart_json(chart: entropy_lens::Result<entropy_lens::plots::Chart>) -> PyResult<ChartParts> {
+    Ok(chart_parts(&chart.py()?))
 }
 
 #[pymethods]
@@ -438,17 +446,17 @@ impl PyProfile {
 
     /// Plotly JSON of the Rust charts (`plotly.io.from_json` reads it).
     #[pyo3(signature = (metric="shannon"))]
-    fn heatmap_json(&self, metric: &str) -> PyResult<String> {
+    fn heatmap_chart(&self, metric: &str) -> PyResult<ChartParts> {
         chart_json(entropy_heatmap(
             &self.inner,
             None,
             HeatMetric::parse(metric).py()?,
         ))
     }
-    fn delta_bars_json(&self, position: usize) -> PyResult<String> {
+    fn delta_bars_chart(&self, position: usize) -> PyResult<ChartParts> {
         chart_json(delta_bars(&self.inner, position))
     }
-    fn trace_json(&self, position: usize) -> PyResult<String> {
+    fn trace_chart(&self, position: usize) -> PyResult<ChartParts> {
         chart_json(target_trace(&self.inner, position))
     }
     fn __len__(&self) -> usize {

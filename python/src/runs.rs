@@ -104,6 +104,57 @@ pub fn load_outcome(dir: &str) -> PyResult<String> {
         .py()
 }
 
+/// A finished experiment folder's charts, as the CLI's report draws them.
+#[pyfunction]
+pub fn outcome_charts(dir: &str) -> PyResult<Vec<crate::profiler::ChartParts>> {
+    let outcome = entropy_lens::experiments::Outcome::load(std::path::Path::new(dir)).py()?;
+    Ok(outcome
+        .charts()
+        .py()?
+        .iter()
+        .map(crate::profiler::chart_parts)
+        .collect())
+}
+
+/// One table as (title, header, rows, notes): its cells formatted as the report prints them.
+type TableParts = (String, Vec<String>, Vec<Vec<String>>, Vec<String>);
+
+/// A finished experiment folder's tables (`comparison`: the tables set beside the paper's).
+#[pyfunction]
+#[pyo3(signature = (dir, comparison=false))]
+pub fn outcome_tables(dir: &str, comparison: bool) -> PyResult<Vec<TableParts>> {
+    let outcome = entropy_lens::experiments::Outcome::load(std::path::Path::new(dir)).py()?;
+    let tables = if comparison {
+        outcome.comparison()
+    } else {
+        outcome.tables()
+    };
+    Ok(tables
+        .iter()
+        .map(|t| {
+            (
+                t.title().to_string(),
+                t.header().to_vec(),
+                t.rows().to_vec(),
+                t.notes().to_vec(),
+            )
+        })
+        .collect())
+}
+
+/// Notebook HTML for a figure: plotly.js the first time in this process (marked, so that a
+/// committed notebook can drop it), then a `<div>` with the sketch that plotly.js replaces.
+#[pyfunction]
+pub fn notebook_html(fig_json: &str, svg: &str, height: usize) -> String {
+    entropy_lens::plots::notebook_html(fig_json, svg, height)
+}
+
+/// The next figure displayed embeds plotly.js again (after a notebook's outputs were cleared).
+#[pyfunction]
+pub fn reset_plotly_js() {
+    entropy_lens::plots::reset_plotly_js()
+}
+
 /// The registered experiments: (name, where it stands in the paper, what it asks).
 #[pyfunction]
 pub fn experiments_catalog() -> Vec<(String, String, String)> {

@@ -70,6 +70,20 @@ def test_figures_are_plotly_figures_of_the_rust_charts(lens):
     assert isinstance(p.trace(0), go.Figure)
 
 
+def test_figures_display_their_sketch_and_plotly_js_once_per_process(lens):
+    p = lens.profile("The sea is", generate=2)
+    el.reset_plotly_js()
+    first = p.heatmap()._repr_mimebundle_()["text/html"]
+    second = p.delta_bars()._repr_mimebundle_()["text/html"]
+    begin = "<!-- entropy-lens:plotly.js -->"
+    assert first.count(begin) == 1 and begin not in second
+    for html in (first, second):
+        assert html.count('class="entropy-lens-chart"') == 1 and "<svg" in html
+    # A restyled figure is displayed as it is now.
+    fig = p.heatmap().update_layout(title="restyled here")
+    assert "restyled here" in fig._repr_html_()
+
+
 def test_a_profile_reads_back_from_json(lens):
     p = lens.profile("Hello", generate=2)
     q = el.Profile.from_json(p.to_json())

@@ -1,5 +1,6 @@
 """Experiments from Python are the CLI's runs: the same folder bytes, resumable after Ctrl-C."""
 
+import html
 import json
 
 import numpy as np
@@ -30,6 +31,16 @@ def test_run_experiment_writes_the_cli_bytes_and_load_run_reads_them(smollm2, tm
     assert len(profiles) == 12 and profiles[0].shannon.shape[1] == 30
     assert el.load_run(ours).result == run.result
     assert run.report.exists()
+    # The charts and tables are the report's own.
+    report = run.report.read_text()
+    charts = run.charts()
+    assert len(charts) == report.count('class="entropy-lens-chart"') >= 2
+    assert all(isinstance(c, el.Figure) and c.sketch.startswith("<svg") for c in charts)
+    tables = run.tables() + run.tables(comparison=True)
+    assert tables and report.count('class="entropy-lens-table"') >= len(tables)
+    for t in tables:
+        assert html.escape(t.attrs["title"], quote=False) in report
+        assert all(html.escape(str(c), quote=False) in report for c in t.iloc[0])
 
 
 def test_ctrl_c_leaves_a_run_that_resumes_to_the_same_bytes(smollm2, tmp_path):

@@ -57,6 +57,18 @@ impl Table {
         &self.rows
     }
 
+    pub fn title(&self) -> &str {
+        &self.title
+    }
+
+    pub fn header(&self) -> &[String] {
+        &self.header
+    }
+
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
     /// Self-contained HTML (a `<table>` with a caption and notes), styled inline.
     pub fn to_html(&self) -> String {
         let mut h = String::from(

@@ -93,30 +93,12 @@ impl Chart {
     /// A `<div>` with the static sketch, replaced by the interactive chart once plotly.js is
     /// loaded (waits for it if it arrives later on the page). Does not include plotly.js.
     pub fn to_html_fragment(&self) -> String {
-        // Unique across evcxr cells too (each cell has its own copy of NEXT_ID).
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let id = format!(
-            "entropy-lens-{}-{nanos}-{}",
-            std::process::id(),
-            NEXT_ID.fetch_add(1, Ordering::Relaxed)
-        );
-        // Keep "</" out of the script body whatever the labels contain.
-        let fig = self.plot.to_json().replace("</", "<\\/");
-        format!(
-            "<div id=\"{id}\" class=\"entropy-lens-chart\" style=\"width:100%;max-width:980px;height:{h}px\">{svg}</div>\n\
-             <script type=\"text/javascript\">(function(){{\
-             var fig={fig};\
-             function draw(){{var d=document.getElementById(\"{id}\");if(!d)return;d.innerHTML=\"\";\
-             Plotly.newPlot(d,fig.data,fig.layout,{{responsive:true,displaylogo:false}});}}\
-             if(window.Plotly){{draw();}}else{{var n=0,t=setInterval(function(){{\
-             if(window.Plotly){{clearInterval(t);draw();}}else if(++n>400){{clearInterval(t);}}}},25);}}\
-             }})();</script>",
-            h = self.height,
-            svg = self.to_svg(),
-        )
+        html_fragment(&self.plot.to_json(), &self.to_svg(), self.height)
+    }
+
+    /// The chart's height in pixels.
+    pub fn height(&self) -> usize {
+        self.height
     }
 
     /// A complete offline HTML page (plotly.js embedded).
@@ -145,13 +127,7 @@ impl Chart {
     /// plotly.js sits between [`PLOTLY_JS_BEGIN`] and [`PLOTLY_JS_END`] so that a committed
     /// notebook can drop it (`scripts/strip-plotly.py`) while its HTML report keeps it.
     pub fn notebook_html(&self) -> String {
-        let js = if std::env::var_os(PLOTLY_SENT_ENV).is_some() {
-            String::new()
-        } else {
-            std::env::set_var(PLOTLY_SENT_ENV, "1");
-            format!("{PLOTLY_JS_BEGIN}{}{PLOTLY_JS_END}", plotly_js_script())
-        };
-        format!("{js}{}", self.to_html_fragment())
+        notebook_html(&self.plot.to_json(), &self.to_svg(), self.height)
     }
 
     /// Renders in a Rust (evcxr) notebook: interactive in classic Notebook and JupyterLab, kept
@@ -159,6 +135,46 @@ impl Chart {
     pub fn evcxr_display(&self) {
         crate::display::evcxr_html(&self.notebook_html());
     }
+}
+
+/// A `<div>` showing `svg` (a static sketch) until plotly.js draws the figure `fig_json`
+/// (`{"data": [...], "layout": {...}}`) in its place; waits for plotly.js if it arrives later on
+/// the page. Shared by [`Chart`] and the Python figures (which may have been restyled since).
+pub fn html_fragment(fig_json: &str, svg: &str, height: usize) -> String {
+    // Unique across evcxr cells too (each cell has its own copy of NEXT_ID).
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let id = format!(
+        "entropy-lens-{}-{nanos}-{}",
+        std::process::id(),
+        NEXT_ID.fetch_add(1, Ordering::Relaxed)
+    );
+    // Keep "</" out of the script body whatever the labels contain.
+    let fig = fig_json.replace("</", "<\\/");
+    format!(
+        "<div id=\"{id}\" class=\"entropy-lens-chart\" style=\"width:100%;max-width:980px;height:{height}px\">{svg}</div>\n\
+         <script type=\"text/javascript\">(function(){{\
+         var fig={fig};\
+         function draw(){{var d=document.getElementById(\"{id}\");if(!d)return;d.innerHTML=\"\";\
+         Plotly.newPlot(d,fig.data,fig.layout,{{responsive:true,displaylogo:false}});}}\
+         if(window.Plotly){{draw();}}else{{var n=0,t=setInterval(function(){{\
+         if(window.Plotly){{clearInterval(t);draw();}}else if(++n>400){{clearInterval(t);}}}},25);}}\
+         }})();</script>"
+    )
+}
+
+/// [`html_fragment`] for a notebook output, preceded by plotly.js the first time in this process
+/// (between [`PLOTLY_JS_BEGIN`] and [`PLOTLY_JS_END`]; see [`reset_plotly_js`]).
+pub fn notebook_html(fig_json: &str, svg: &str, height: usize) -> String {
+    let js = if std::env::var_os(PLOTLY_SENT_ENV).is_some() {
+        String::new()
+    } else {
+        std::env::set_var(PLOTLY_SENT_ENV, "1");
+        format!("{PLOTLY_JS_BEGIN}{}{PLOTLY_JS_END}", plotly_js_script())
+    };
+    format!("{js}{}", html_fragment(fig_json, svg, height))
 }
 
 /// Text for HTML element content.
