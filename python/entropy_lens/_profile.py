@@ -158,7 +158,8 @@ class Profile:
 
     @property
     def kl_to_final(self) -> Optional[np.ndarray]:
-        """KL(final ‖ layer) in nats, ``(rows, points)``; ``None`` unless profiled with ``kl=True``."""
+        """KL(final ‖ layer) in nats, ``(rows, points)``; ``None`` unless profiled with
+        ``kl=True``."""
         return self._memo("kl", self._p.kl_to_final)
 
     def _target(self) -> Any:
@@ -173,7 +174,8 @@ class Profile:
 
     @property
     def target_logprob(self) -> Optional[np.ndarray]:
-        """Log-probability (nats) of the followed token, ``(rows, points)``; ``None`` without ``target``."""
+        """Log-probability (nats) of the followed token, ``(rows, points)``; ``None`` without
+        ``target``."""
         t = self._target()
         return None if t is None else t[1]
 
@@ -276,7 +278,9 @@ class Profile:
         if i < 0:
             i += rows
         if not 0 <= i < rows:
-            raise IndexError(f"row {position} out of range for a profile of {rows} measured positions")
+            raise IndexError(
+                f"row {position} out of range for a profile of {rows} measured positions"
+            )
         return i
 
     def heatmap(self, metric: str = "shannon") -> "Any":
@@ -416,7 +420,9 @@ class Profiler:
                 raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         skip_blocks = [_int("skip", b) for b in skip]
         if any(b < 1 for b in skip_blocks):
-            raise ValueError(f"blocks to skip are numbered 1..={self._native_blocks()}, got {skip_blocks}")
+            raise ValueError(
+                f"blocks to skip are numbered 1..={self._native_blocks()}, got {skip_blocks}"
+            )
         cb, line = callback(progress, "profiling")
         try:
             out = self._native.profile(

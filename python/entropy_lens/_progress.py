@@ -30,7 +30,9 @@ class Line:
             sys.stdout.flush()
 
 
-def callback(progress: ProgressArg, label: str) -> "tuple[Optional[Callable[[int, int, str], None]], Optional[Line]]":
+def callback(
+    progress: ProgressArg, label: str
+) -> "tuple[Optional[Callable[[int, int, str], None]], Optional[Line]]":
     """The callable to hand the library for ``progress`` (True: a :class:`Line`)."""
     if progress is True:
         line = Line(label)
@@ -39,4 +41,6 @@ def callback(progress: ProgressArg, label: str) -> "tuple[Optional[Callable[[int
         return None, None
     if callable(progress):
         return progress, None
-    raise TypeError(f"progress must be True, False, None or a callable (done, total, status), got {progress!r}")
+    raise TypeError(
+        f"progress must be True, False, None or a callable (done, total, status), got {progress!r}"
+    )

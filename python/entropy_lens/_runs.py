@@ -17,9 +17,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 def experiments() -> List[Dict[str, str]]:
     """The registered experiments: ``name``, where it is in the paper, what it asks."""
-    return [
-        {"name": n, "paper": p, "summary": s} for n, p, s in _native.experiments_catalog()
-    ]
+    return [{"name": n, "paper": p, "summary": s} for n, p, s in _native.experiments_catalog()]
 
 
 def _flags(options: Dict[str, Any]) -> List[str]:
@@ -54,7 +52,9 @@ class Run:
         # The library reads and checks result.json against the experiment's schema.
         self.result: Dict[str, Any] = json.loads(_native.load_outcome(str(self.dir)))
         self.config: Dict[str, Any] = json.loads((self.dir / "config.json").read_text())
-        self.index: Dict[str, Any] = json.loads((self.dir / "index.json").read_text())
+        # A results folder committed without its features (docs/results/) has no index.json.
+        index = self.dir / "index.json"
+        self.index: Dict[str, Any] = json.loads(index.read_text()) if index.exists() else {}
 
     def __repr__(self) -> str:
         return f"<Run {self.dir}>"
@@ -138,9 +138,7 @@ def run_experiment(
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be an experiment's name (str), got {name!r}")
-    argv = [name] + _flags(
-        {"model": model, "out": out, "scale": scale, "lens": lens, **options}
-    )
+    argv = [name] + _flags({"model": model, "out": out, "scale": scale, "lens": lens, **options})
     cb, line = callback(progress, name)
     try:
         folder = _native.run_experiment(argv, cb)

@@ -37,7 +37,14 @@ def test_to_pandas_round_trips(lens):
     p = lens.profile("Once upon a time", all_positions=True, alphas=[2], kl=True)
     df = p.to_pandas()
     assert list(df.columns) == [
-        "prompt", "position", "token", "next_token", "block", "point", "statistic", "value",
+        "prompt",
+        "position",
+        "token",
+        "next_token",
+        "block",
+        "point",
+        "statistic",
+        "value",
     ]
     assert set(df.statistic) == {"shannon", "renyi_2", "top_p_count", "kl_to_final"}
     for name, m in [
@@ -66,7 +73,7 @@ def test_figures_are_plotly_figures_of_the_rust_charts(lens):
     np.testing.assert_array_equal(np.asarray(heat.data[0].z, dtype=float).T, p.shannon)
     bars = p.delta_bars(-1)
     dh = np.diff(p.shannon[-1])
-    np.testing.assert_allclose(np.asarray(bars.data[0].y, dtype=float)[-len(dh):], dh, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(bars.data[0].y, dtype=float)[-len(dh) :], dh, atol=1e-12)
     assert isinstance(p.trace(0), go.Figure)
 
 

@@ -104,8 +104,9 @@ def test_two_threads_at_once_equal_one_after_the_other(smollm2):
             results[name] = [p.to_json() for p in profiler.profile(prompts, generate=4)]
 
         # Two objects, and two threads sharing one object.
-        threads = [threading.Thread(target=work, args=(n, pr)) for n, pr in
-                   [("a", a), ("b", b), ("a2", a)]]
+        threads = [
+            threading.Thread(target=work, args=(n, pr)) for n, pr in [("a", a), ("b", b), ("a2", a)]
+        ]
         for t in threads:
             t.start()
         for t in threads:

@@ -5,9 +5,9 @@ import json
 
 import numpy as np
 import pytest
+from conftest import cli
 
 import entropy_lens as el
-from conftest import cli
 
 FILES = ["config.json", "records.jsonl", "profiles.npy", "index.json", "result.json"]
 
@@ -19,9 +19,25 @@ def same_files(a, b):
 
 def test_run_experiment_writes_the_cli_bytes_and_load_run_reads_them(smollm2, tmp_path):
     ours = tmp_path / "python"
-    run = el.run_experiment("tasks", model=smollm2, out=ours, n=4, tokens=3, folds=2, k=3, progress=False)
-    cli("experiment", "tasks", "--model", smollm2, "--out", str(tmp_path / "cli"), "--n", "4",
-        "--tokens", "3", "--folds", "2", "--k", "3")
+    run = el.run_experiment(
+        "tasks", model=smollm2, out=ours, n=4, tokens=3, folds=2, k=3, progress=False
+    )
+    cli(
+        "experiment",
+        "tasks",
+        "--model",
+        smollm2,
+        "--out",
+        str(tmp_path / "cli"),
+        "--n",
+        "4",
+        "--tokens",
+        "3",
+        "--folds",
+        "2",
+        "--k",
+        "3",
+    )
     same_files(ours, tmp_path / "cli")
     assert run.result == json.loads((ours / "result.json").read_text())
     x = run.features
@@ -45,7 +61,9 @@ def test_run_experiment_writes_the_cli_bytes_and_load_run_reads_them(smollm2, tm
 
 def test_ctrl_c_leaves_a_run_that_resumes_to_the_same_bytes(smollm2, tmp_path):
     whole = tmp_path / "whole"
-    el.run_experiment("tasks", model=smollm2, out=whole, n=3, tokens=3, batch=1, folds=3, k=3, progress=False)
+    el.run_experiment(
+        "tasks", model=smollm2, out=whole, n=3, tokens=3, batch=1, folds=3, k=3, progress=False
+    )
     stopped = tmp_path / "stopped"
 
     def interrupt_after_the_first_item(done, total, status):
@@ -53,12 +71,23 @@ def test_ctrl_c_leaves_a_run_that_resumes_to_the_same_bytes(smollm2, tmp_path):
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        el.run_experiment("tasks", model=smollm2, out=stopped, n=3, tokens=3, batch=1, folds=3, k=3,
-                          progress=interrupt_after_the_first_item)
+        el.run_experiment(
+            "tasks",
+            model=smollm2,
+            out=stopped,
+            n=3,
+            tokens=3,
+            batch=1,
+            folds=3,
+            k=3,
+            progress=interrupt_after_the_first_item,
+        )
     records = (stopped / "records.jsonl").read_text().splitlines()
     assert 1 <= len(records) < 9
     assert not (stopped / "result.json").exists()
-    el.run_experiment("tasks", model=smollm2, out=stopped, n=3, tokens=3, batch=1, folds=3, k=3, progress=False)
+    el.run_experiment(
+        "tasks", model=smollm2, out=stopped, n=3, tokens=3, batch=1, folds=3, k=3, progress=False
+    )
     same_files(whole, stopped)
 
 

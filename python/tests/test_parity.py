@@ -4,7 +4,6 @@ import json
 
 import numpy as np
 import pytest
-
 from conftest import cli
 
 PROMPTS = ["The Eiffel Tower is located in the city of", "Once upon a time", "2 + 2 ="]
@@ -55,8 +54,17 @@ def test_a_tuned_lens_equals_the_cli(tiny_llama):
         got = tiny.profile("hello world", generate=3, lens=spec, kl=True).to_json()
         logit = tiny.profile("hello world", generate=3, kl=True).to_json()
     want = cli(
-        "profile", "--model", str(tiny_llama), "--prompt", "hello world", "--generate", "3",
-        "--lens", spec, "--kl", "--json",
+        "profile",
+        "--model",
+        str(tiny_llama),
+        "--prompt",
+        "hello world",
+        "--generate",
+        "3",
+        "--lens",
+        spec,
+        "--kl",
+        "--json",
     ).stdout.strip()
     assert got == want
     # The lens changes the numbers: the comparison above is not between two logit lenses.
@@ -64,7 +72,8 @@ def test_a_tuned_lens_equals_the_cli(tiny_llama):
 
 
 def test_state_does_not_leak_between_calls(lens):
-    """Skipped blocks, the lens, the read point and the batch size of one call are gone in the next."""
+    """Skipped blocks, the lens, the read point and the batch size of one call are gone in the
+    next."""
     plain = lens.profile(PROMPTS, generate=3)
     lens.profile(PROMPTS, generate=3, skip=[5], read_point="attention", batch_size=1)
     again = lens.profile(PROMPTS, generate=3)
@@ -74,8 +83,16 @@ def test_state_does_not_leak_between_calls(lens):
 def test_to_dict_is_the_cli_object(lens, smollm2):
     p = lens.profile("Once upon a time", generate=3)
     want = json.loads(
-        cli("profile", "--model", smollm2, "--prompt", "Once upon a time", "--generate", "3",
-            "--json").stdout
+        cli(
+            "profile",
+            "--model",
+            smollm2,
+            "--prompt",
+            "Once upon a time",
+            "--generate",
+            "3",
+            "--json",
+        ).stdout
     )
     assert p.to_dict() == want
     # The arrays are the object's numbers, in float64.

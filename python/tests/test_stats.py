@@ -4,14 +4,16 @@ import json
 
 import numpy as np
 import pytest
+from conftest import cli
 
 import entropy_lens as el
-from conftest import cli
 
 
 def blobs(seed=0):
     rng = np.random.default_rng(seed)
-    x = np.vstack([rng.normal(0, 1, (40, 5)), rng.normal(0.8, 1, (40, 5)), rng.normal(-0.8, 1, (40, 5))])
+    x = np.vstack(
+        [rng.normal(0, 1, (40, 5)), rng.normal(0.8, 1, (40, 5)), rng.normal(-0.8, 1, (40, 5))]
+    )
     y = ["a"] * 40 + ["b"] * 40 + ["c"] * 40
     return x, y
 
@@ -25,8 +27,15 @@ def test_knn_auc_equals_the_cli_classify(tmp_path):
         flags = ["--k", str(k), "--folds", "5", "--seed", "3", "--weights", weights]
         flags += ["--standardize"] if standardize else []
         want = json.loads(
-            cli("classify", "--features", str(tmp_path / "x.csv"), "--labels",
-                str(tmp_path / "y.txt"), "--json", *flags).stdout
+            cli(
+                "classify",
+                "--features",
+                str(tmp_path / "x.csv"),
+                "--labels",
+                str(tmp_path / "y.txt"),
+                "--json",
+                *flags,
+            ).stdout
         )
         assert got == want
         assert 0.5 < got["auc_mean"] <= 1.0 and len(got["auc_folds"]) == 5
@@ -60,6 +69,7 @@ def test_knn_rejects_nan_and_ragged_input():
 
 def spearman(a, b):
     """Spearman's ρ with average ranks for ties, from numpy alone (an independent reference)."""
+
     def ranks(v):
         order = np.argsort(v, kind="mergesort")
         r = np.empty(len(v))
@@ -68,6 +78,7 @@ def spearman(a, b):
             tie = v == value
             r[tie] = r[tie].mean()
         return r
+
     return np.corrcoef(ranks(a), ranks(b))[0, 1]
 
 
