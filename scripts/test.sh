@@ -6,7 +6,10 @@ cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/entropy-lens/target}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step line carries the minutes since the start, so a cold run's log shows where the time went.
+STARTED=$SECONDS
+step() { printf '\n==> [%dm%02ds] %s\n' $(((SECONDS - STARTED) / 60)) $(((SECONDS - STARTED) % 60)) "$*"; }
+trap 'printf "\n==> [%dm%02ds] done (exit %s)\n" $(((SECONDS - STARTED) / 60)) $(((SECONDS - STARTED) % 60)) $?' EXIT
 
 step "format"
 cargo fmt --all -- --check
