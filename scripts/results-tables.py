@@ -221,6 +221,39 @@ def lens_budgets(root):
             print("sha256:", open(sha).read().split()[0], "\n")
 
 
+def lens_methods(root):
+    """The page's KL-from-zero lens beside the shortcut lens and KL training from the shortcut
+    (root/lens-methods/<method>/<model>/, scripts/results-lens-methods.sh), on the same held-out tokens."""
+    folder = os.path.join(root, "lens-methods")
+    if not os.path.isdir(folder):
+        return
+    seconds = {}
+    for path in (os.path.join(root, "timings.tsv"), os.path.join(folder, "timings.tsv")):
+        if os.path.exists(path):
+            for line in open(path):
+                parts = line.rstrip("\n").split("\t")
+                # A step timed again alone ("repeat: ...") is its clean time; else its first run.
+                if len(parts) >= 4 and (parts[3].startswith("repeat") or
+                                        (parts[3].startswith("done") and parts[0] not in seconds)):
+                    seconds[parts[0]] = int(parts[1])
+    for run, _ in MODELS:
+        paths = [os.path.join(root, "lenses", run, "train_report.json")] + [
+            os.path.join(folder, m, run, "train_report.json") for m in ("shortcut", "kl-from-shortcut")]
+        if not all(os.path.exists(p) for p in paths):
+            continue
+        reports = [json.load(open(p)) for p in paths]
+        lo = reports[0]["kl_logit"]
+        cols = [r["kl_tuned"] for r in reports]
+        names = [f"lens-{run}", f"lens-shortcut-{run}", f"lens-kl-from-shortcut-{run}"]
+        head = [f"{lab}, {r['tokens_trained']:,} tok, {seconds.get(n, 0)} s"
+                for lab, r, n in zip(("KL from zero", "shortcut", "KL from shortcut"), reports, names)]
+        print(f"## lens methods {run}: held-out {reports[0]['holdout_tokens']:,} tokens\n")
+        rows = [[str(i), f"{a:.2f}"] + [f"{c[i]:.2f}" for c in cols] for i, a in enumerate(lo)]
+        means = [sum(v) / len(v) for v in [lo] + cols]
+        rows.append(["mean"] + [f"**{m:.2f}**" for m in means])
+        table(["layer", "logit lens"] + head, rows)
+
+
 def step_seconds(path, until_done=False):
     """From a results.sh timings.tsv: seconds per step summed over resumes, step order, the repeats
     ((step, seconds, status) of lines run again only to time a step, not summed) and the steps that were
@@ -329,6 +362,7 @@ def main():
     family(root)
     lenses(root)
     lens_budgets(root)
+    lens_methods(root)
     timings(root)
     reruns(root)
 

@@ -74,7 +74,8 @@ pub mod prelude {
     pub use crate::experiments::{
         Experiment, ExperimentKind, Outcome, Plan, Protocol, RunOptions, Scale, Shard,
     };
-    pub use crate::lens::trainer::{train_lens, TrainOptions};
+    pub use crate::lens::shortcut::{train_shortcut, ShortcutOptions};
+    pub use crate::lens::trainer::{train_lens, Init, TrainOptions};
     pub use crate::lens::{Lens, LensKind, StatSpec, TargetToken, TunedLens};
     pub use crate::model::{load, LoadOptions, Model, ModelSource, TextTokenizer, WeightDType};
     pub use crate::plots::{

@@ -215,6 +215,57 @@ fn the_results_pages_quote_every_committed_run() {
             }
         }
     }
+    // The lens methods (scripts/results-lens-methods.sh): each layer's row as
+    // `scripts/results-tables.py` prints it — logit, the page's lens, the shortcut, KL from the
+    // shortcut — on the page's held-out tokens.
+    let methods = root().join("docs/results/lens-methods");
+    for model in ["SmolLM2-135M-Instruct.Q4_1", "gemma-3-270m-q4_k_m"] {
+        let base = json(
+            &root()
+                .join("docs/results/lenses")
+                .join(model)
+                .join("train_report.json"),
+        );
+        let others: Vec<Value> = ["shortcut", "kl-from-shortcut"]
+            .iter()
+            .map(|m| json(&methods.join(m).join(model).join("train_report.json")))
+            .collect();
+        for other in &others {
+            assert_eq!(
+                other["kl_logit"], base["kl_logit"],
+                "{model}: a lens method read on other held-out tokens than the page's lens"
+            );
+        }
+        let logit = kl_by_layer(&base, "kl_logit");
+        let cols: Vec<Vec<f64>> = std::iter::once(&base)
+            .chain(&others)
+            .map(|r| kl_by_layer(r, "kl_tuned"))
+            .collect();
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+        let mut rows: Vec<String> = (0..logit.len())
+            .map(|i| {
+                format!(
+                    "| {i} | {:.2} | {:.2} | {:.2} | {:.2} |",
+                    logit[i], cols[0][i], cols[1][i], cols[2][i]
+                )
+            })
+            .collect();
+        rows.push(format!(
+            "| mean | **{:.2}** | **{:.2}** | **{:.2}** | **{:.2}** |",
+            mean(&logit),
+            mean(&cols[0]),
+            mean(&cols[1]),
+            mean(&cols[2])
+        ));
+        for row in rows {
+            checked += 1;
+            if !tuned.contains(&row) {
+                missing.push(format!(
+                    "docs/results-tuned-lens.md lens methods {model}: {row}"
+                ));
+            }
+        }
+    }
     assert!(checked >= 200, "{checked} quotes");
     assert!(
         missing.is_empty(),

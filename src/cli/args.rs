@@ -67,8 +67,8 @@ pub enum Command {
     },
     /// kNN separability of profile features: cross-validated ROC-AUC against a stratified dummy baseline.
     Classify(ClassifyArgs),
-    /// Train a tuned lens for a model on a text (the tuned-lens package's format; use it with
-    /// --lens tuned:DIR).
+    /// Train a tuned lens, or fit a linear-shortcut lens, for a model on a text (the tuned-lens
+    /// package's format; use it with --lens tuned:DIR).
     TrainLens(TrainLensArgs),
     /// Serve the explorer in the browser: type prompts, see every token's entropy profile block by
     /// block (offline; binds 127.0.0.1 unless --host says otherwise).
@@ -259,6 +259,19 @@ pub struct TrainLensArgs {
     /// command to resume a killed run).
     #[arg(long)]
     pub out: PathBuf,
+    /// kl: translators trained by gradient descent on KL(final ‖ lens), as the tuned-lens package
+    /// does (hours on a CPU); shortcut: the linear-shortcut lens (Din et al. 2023), least squares
+    /// from each layer's residual to the last one, in closed form (forward passes only: minutes).
+    #[arg(long, default_value = "kl", value_parser = ["kl", "shortcut"])]
+    pub method: String,
+    /// Where KL training starts: zero (the logit lens, the package's start) or shortcut (the
+    /// shortcut lens fitted on the same training windows).
+    #[arg(long, default_value = "zero", value_parser = ["zero", "shortcut"])]
+    pub init: String,
+    /// The shortcut fit's ridge, relative to the mean variance of a layer's residual (0 = ordinary
+    /// least squares) [default: 1e-6].
+    #[arg(long)]
+    pub ridge: Option<f64>,
     /// Training tokens in all [default: 65536].
     #[arg(long)]
     pub tokens: Option<usize>,

@@ -44,6 +44,48 @@ pub struct TrainOptions {
     pub chunk_tokens: usize,
     /// Steps between checkpoints.
     pub checkpoint_every: usize,
+    /// Where the translators start (absent from a state written before it existed: zero).
+    #[serde(default, skip_serializing_if = "Init::is_zero")]
+    pub init: Init,
+}
+
+/// Where KL training starts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Init {
+    /// Zero translators: the logit lens (the tuned-lens package's start).
+    #[default]
+    Zero,
+    /// The linear-shortcut lens fitted in closed form on the same training windows
+    /// ([`crate::lens::shortcut`]).
+    Shortcut,
+}
+
+impl Init {
+    fn is_zero(&self) -> bool {
+        *self == Init::Zero
+    }
+
+    /// `zero` or `shortcut`.
+    pub fn parse(name: &str) -> Result<Self> {
+        match name {
+            "zero" => Ok(Init::Zero),
+            "shortcut" => Ok(Init::Shortcut),
+            other => Err(Error::invalid(format!(
+                "unknown --init `{other}`: zero (the logit lens, the package's start) or shortcut (the closed-form shortcut lens)"
+            ))),
+        }
+    }
+}
+
+/// How a lens in a report was made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Method {
+    /// Least squares to the last residual, in closed form ([`crate::lens::shortcut`]).
+    Shortcut,
+    /// KL training started from the shortcut lens.
+    KlFromShortcut,
 }
 
 impl Default for TrainOptions {
@@ -59,6 +101,7 @@ impl Default for TrainOptions {
             seed: 42,
             chunk_tokens: 256,
             checkpoint_every: 5,
+            init: Init::Zero,
         }
     }
 }
@@ -110,7 +153,22 @@ pub struct TrainReport {
     pub tokens_trained: usize,
     pub holdout_tokens: usize,
     pub kl_logit: Vec<f64>,
+    /// The trained lens's KL (the tuned lens, or the shortcut lens: see `method`).
     pub kl_tuned: Vec<f64>,
+    /// How the lens was made; absent for KL training from zero (the tuned-lens package's way).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<Method>,
+}
+
+impl TrainReport {
+    /// What the `kl_tuned` column is: "tuned lens", "shortcut lens" or "tuned lens (from shortcut)".
+    pub fn lens_label(&self) -> &'static str {
+        match self.method {
+            None => "tuned lens",
+            Some(Method::Shortcut) => "shortcut lens",
+            Some(Method::KlFromShortcut) => "tuned lens (from shortcut)",
+        }
+    }
 }
 
 /// Progress of a training run, reported after each step.
@@ -171,6 +229,55 @@ pub fn read_text_from(path: &Path, skip: usize) -> Result<String> {
     Ok(parts.join("\n\n"))
 }
 
+/// A text cut into windows: the training windows in their seeded visiting order, and the
+/// held-out windows at the end of the text.
+pub(crate) struct WindowSplit {
+    all: Vec<Vec<u32>>,
+    order: Vec<usize>,
+    holdout_from: usize,
+}
+
+impl WindowSplit {
+    /// The training windows in the order they are visited.
+    pub(crate) fn training(&self) -> Vec<&Vec<u32>> {
+        self.order.iter().map(|&i| &self.all[i]).collect()
+    }
+
+    /// The held-out windows.
+    pub(crate) fn holdout(&self) -> Vec<&Vec<u32>> {
+        self.all[self.holdout_from..].iter().collect()
+    }
+}
+
+/// `text` in windows of `seq_len` tokens, the last ⌈`holdout_tokens` / `seq_len`⌉ held out, the
+/// others shuffled with `seed`.
+pub(crate) fn split_windows(
+    tokenizer: &TextTokenizer,
+    text: &str,
+    seq_len: usize,
+    holdout_tokens: usize,
+    seed: u64,
+) -> Result<WindowSplit> {
+    let all = windows(tokenizer, text, seq_len)?;
+    let holdout_windows = holdout_tokens.div_ceil(seq_len);
+    if all.len() < holdout_windows + 1 {
+        return Err(Error::invalid(format!(
+            "the training text gives {} windows of {} tokens, and {} are held out for the evaluation: give a longer text, or lower --seq-len or --holdout-tokens",
+            all.len(),
+            seq_len,
+            holdout_windows
+        )));
+    }
+    let holdout_from = all.len() - holdout_windows;
+    let mut order: Vec<usize> = (0..holdout_from).collect();
+    order.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
+    Ok(WindowSplit {
+        all,
+        order,
+        holdout_from,
+    })
+}
+
 /// Windows of `seq_len` token ids (BOS first where the tokenizer adds it), in text order.
 fn windows(tokenizer: &TextTokenizer, text: &str, seq_len: usize) -> Result<Vec<Vec<u32>>> {
     let with_bos = tokenizer.encode("", true)?;
@@ -209,19 +316,15 @@ pub fn train_lens_watched(
     opts.check()?;
     let info = model.info().clone();
     let l = info.n_layers;
-    let all = windows(tokenizer, text, opts.seq_len)?;
-    let holdout_windows = opts.holdout_tokens.div_ceil(opts.seq_len);
-    if all.len() < holdout_windows + 1 {
-        return Err(Error::invalid(format!(
-            "the training text gives {} windows of {} tokens, and {} are held out for the evaluation: give a longer text, or lower --seq-len or --holdout-tokens",
-            all.len(),
-            opts.seq_len,
-            holdout_windows
-        )));
-    }
-    let (train, holdout) = all.split_at(all.len() - holdout_windows);
-    let mut order: Vec<usize> = (0..train.len()).collect();
-    order.shuffle(&mut ChaCha8Rng::seed_from_u64(opts.seed));
+    let split = split_windows(
+        tokenizer,
+        text,
+        opts.seq_len,
+        opts.holdout_tokens,
+        opts.seed,
+    )?;
+    let train = split.training();
+    let holdout = split.holdout();
     let data_sha256 = crate::model::fingerprint::bytes_sha256(text.as_bytes());
     let readout = model.readout()?;
 
@@ -243,7 +346,22 @@ pub fn train_lens_watched(
             (lens, velocity, state)
         }
         None => {
-            let lens = TunedLens::zeros(&info.name, info.d_model, l)?;
+            let lens = match opts.init {
+                Init::Zero => TunedLens::zeros(&info.name, info.d_model, l)?,
+                Init::Shortcut => {
+                    // The windows the steps will visit, each once.
+                    let visited =
+                        (opts.steps() * (opts.step_tokens / opts.seq_len).max(1)).min(train.len());
+                    super::shortcut::fit_shortcut(
+                        model,
+                        &train[..visited],
+                        8,
+                        super::shortcut::DEFAULT_RIDGE,
+                        &mut |_| {},
+                        watch,
+                    )?
+                }
+            };
             let velocity = lens
                 .translators
                 .iter()
@@ -270,7 +388,7 @@ pub fn train_lens_watched(
     while state.step < steps {
         let k = state.step;
         let batch: Vec<&Vec<u32>> = (0..per_step)
-            .map(|i| &train[order[(k * per_step + i) % order.len()]])
+            .map(|i| train[(k * per_step + i) % train.len()])
             .collect();
         let (grads, kl) = step_grads(model, &readout, &lens, &batch, opts.chunk_tokens)?;
         let grads = clip_grad_norm(grads, MAX_GRAD_NORM)?;
@@ -322,7 +440,6 @@ pub fn train_lens_watched(
         }
     }
     let zero = TunedLens::zeros(&info.name, info.d_model, l)?;
-    let holdout: Vec<&Vec<u32>> = holdout.iter().collect();
     let kl_logit = evaluate(model, &readout, &zero, &holdout, opts.chunk_tokens)?;
     let kl_tuned = evaluate(model, &readout, &lens, &holdout, opts.chunk_tokens)?;
     let result = TrainReport {
@@ -331,6 +448,7 @@ pub fn train_lens_watched(
         holdout_tokens: holdout.len() * opts.seq_len,
         kl_logit,
         kl_tuned,
+        method: (opts.init == Init::Shortcut).then_some(Method::KlFromShortcut),
     };
     let text = serde_json::to_string_pretty(&result)? + "\n";
     crate::cache::write_atomic(&out.join("train_report.json"), text.as_bytes())?;
@@ -433,7 +551,7 @@ fn checkpoint(
 
 /// Residual rows [T, d] (f32, CPU) of every layer 0 … L for `batch`, and the final-distribution
 /// rows are computed from layer L.
-fn residual_rows(model: &mut Model, batch: &[&Vec<u32>]) -> Result<Vec<Tensor>> {
+pub(crate) fn residual_rows(model: &mut Model, batch: &[&Vec<u32>]) -> Result<Vec<Tensor>> {
     let s = batch.first().map(|w| w.len()).unwrap_or(0);
     let flat: Vec<u32> = batch.iter().flat_map(|w| w.iter().copied()).collect();
     let ids = Tensor::from_vec(flat, (batch.len(), s), model.device())?;
@@ -527,7 +645,7 @@ fn step_grads(
 }
 
 /// Mean KL(final ‖ lens) per layer 0 … L − 1 over the windows.
-fn evaluate(
+pub(crate) fn evaluate(
     model: &mut Model,
     readout: &Readout,
     lens: &TunedLens,

@@ -14,7 +14,7 @@ impl TrainReport {
                 "Mean KL(final ‖ lens) on {} held-out tokens, nats ({}, {} training tokens)",
                 self.holdout_tokens, self.model, self.tokens_trained
             ),
-            &["layer", "logit lens", "tuned lens", "ratio"],
+            &["layer", "logit lens", self.lens_label(), "ratio"],
         );
         for (l, (a, b)) in self.kl_logit.iter().zip(&self.kl_tuned).enumerate() {
             t.row(vec![
@@ -39,7 +39,7 @@ impl TrainReport {
         );
         let series = vec![
             ("logit lens".into(), xs.clone(), self.kl_logit.clone()),
-            ("tuned lens".into(), xs, self.kl_tuned.clone()),
+            (self.lens_label().into(), xs, self.kl_tuned.clone()),
         ];
         let x_label = "layer (0 = embeddings)";
         // A KL of exactly 0 (a lens that is exact somewhere) has no place on a log axis.
