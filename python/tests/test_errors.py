@@ -1,6 +1,7 @@
 """Bad input from Python raises a clear exception, and the interpreter lives on."""
 
 import _thread
+import signal
 import threading
 import time
 
@@ -77,7 +78,17 @@ def test_the_interpreter_survives_and_still_works(lens):
     assert lens.profile("The sea is").shannon.shape == (1, 30)
 
 
-def test_ctrl_c_stops_a_long_generation_within_a_second(lens):
+@pytest.fixture
+def ctrl_c_raises():
+    """Python's own Ctrl-C handler for the test's duration. A process started in the background by
+    a non-interactive shell (`cmd &`, as CI runners and `nohup` do) inherits SIGINT ignored, and
+    then `_thread.interrupt_main` does nothing; at a terminal the handler is always this one."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_stops_a_long_generation_within_a_second(lens, ctrl_c_raises):
     """KeyboardInterrupt (as Ctrl-C raises it) ends a 2,000-token generation early."""
     timer = threading.Timer(1.0, _thread.interrupt_main)
     start = time.monotonic()
