@@ -85,6 +85,7 @@ fn check(path: &Path, dtype: WeightDType, tol: f64) {
         "top-p counts differ where the reference margin ≥ 1e-5"
     );
     assert_eq!(r.top1_mismatch, 0, "top-1 token differs");
+    r.assert_depths();
     generation_check(&mut prof, &gold, 16, tol);
 }
 

@@ -1,6 +1,6 @@
 //! The device (tensor-op) reduction of the lens, which GPUs run, against the CPU kernel on the
 //! same real residual streams: entropies within 1e-5 nats, equal top-p counts and sets, the same
-//! top-k tokens.
+//! top-k tokens and the same most likely token (with and without a top k).
 
 mod common;
 
@@ -70,6 +70,8 @@ fn device_reduction_matches_cpu_kernel() {
             let ka: Vec<u32> = a.top_k.iter().map(|x| x.0).collect();
             let kb: Vec<u32> = b.top_k.iter().map(|x| x.0).collect();
             assert_eq!(ka, kb);
+            // The most likely token, which prediction depth follows, is the first of the top k.
+            assert_eq!((a.top1, b.top1), (ka[0], kb[0]));
             for (x, y) in a.top_k.iter().zip(&b.top_k) {
                 assert!((x.1 - y.1).abs() < 1e-5);
             }
@@ -83,5 +85,23 @@ fn device_reduction_matches_cpu_kernel() {
         // exactly, so the counts are equal (real streams have no ties that f64 sums split).
         assert!(dh < 1e-5, "{dh}");
         assert_eq!(topp, 0, "{topp} of {} top-p counts differ", cpu.len());
+        // Without a top k, both paths still find the most likely token.
+        let bare = StatSpec {
+            top_k: 0,
+            ..Default::default()
+        };
+        let cpu0 = Lens::new(bare.clone())
+            .unwrap()
+            .apply(&model, &rows)
+            .unwrap();
+        let dev0 = Lens::new(bare)
+            .unwrap()
+            .with_device_path(true)
+            .apply(&model, &rows)
+            .unwrap();
+        for ((a, b), c) in cpu0.iter().zip(&dev0).zip(&cpu) {
+            assert!(a.top_k.is_empty() && b.top_k.is_empty());
+            assert_eq!((a.top1, b.top1), (c.top1, c.top1));
+        }
     }
 }

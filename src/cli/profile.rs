@@ -350,13 +350,14 @@ pub fn render_table(p: &EntropyProfile) -> String {
         .flat_map(|x| x.shannon.iter().cloned())
         .fold(1e-9f64, f64::max);
     s.push_str(&format!(
-        "{:>5}  {:<16} {:<w$}  {:>6} {:>6}  {:>5}{}\n",
+        "{:>5}  {:<16} {:<w$}  {:>6} {:>6}  {:>5}  {:>5}{}\n",
         "pos",
         "→ next token",
         axis,
         "max",
         "last",
         "top-p",
+        "depth",
         if traced {
             "  target rank first→last"
         } else {
@@ -393,14 +394,19 @@ pub fn render_table(p: &EntropyProfile) -> String {
             ),
             None => String::new(),
         };
+        // The point where the lens's top-1 settles on the model's own ("·" in an older file).
+        let depth = pos
+            .prediction_depth
+            .map_or_else(|| "·".to_string(), |d| d.to_string());
         s.push_str(&format!(
-            "{:>5}  {:<16} {:<w$}  {:>6.2} {:>6.2}  {:>5}{}\n",
+            "{:>5}  {:<16} {:<w$}  {:>6.2} {:>6.2}  {:>5}  {:>5}{}\n",
             pos.position,
             format!("{next:?}").chars().take(16).collect::<String>(),
             spark,
             hmax,
             last,
             topp,
+            depth,
             rank,
             w = width
         ));

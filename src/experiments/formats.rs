@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::experiment::Experiment;
 use super::inputs::Topics;
 use super::outputs::{
-    bands_by_label, check_depths, check_knn_feasible, generation_label, pct, FeatureLayout,
+    bands_by_label, check_depths, check_knn_feasible, depths_by_label, generation_label, pct, FeatureLayout,
     Features, KnnScore, Scatter2d,
 };
 use super::plan::{Plan, PlanOption};
@@ -23,10 +23,10 @@ use crate::analysis::{knn_cross_validate, pca, KnnCvConfig, Labels, Table};
 use crate::error::{Error, Result};
 use crate::lens::{alpha_key, StatSpec};
 use crate::plots::{
-    cosine_similarity, matrix_std, profile_bands, projection_scatter, similarity_panels, Band,
+    cosine_similarity, matrix_std, prediction_depth_curves, profile_bands, projection_scatter, similarity_panels, Band,
     Chart,
 };
-use crate::profile::{aggregate, Aggregation};
+use crate::profile::{aggregate, Aggregation, DepthSummary};
 use crate::runner::Profiler;
 
 /// Table 3: format kNN ROC-AUC (%) per Rényi order: model, α, AUC, std.
@@ -201,6 +201,10 @@ pub struct FormatsResult {
     pub pca: Scatter2d,
     /// Per format, the mean over prompts of the token-averaged Shannon profile ± std.
     pub mean_profiles: Vec<Band>,
+    /// Prediction depth of the measured tokens, per format (absent for records written before depths
+    /// existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prediction_depth: Option<Vec<DepthSummary>>,
 }
 
 /// Computes the result from the records (sorted by item).
@@ -285,6 +289,7 @@ pub fn finish(
         similarity_ids: features.ids[..m].to_vec(),
         pca: Scatter2d::new(&projection, &features.labels),
         mean_profiles: bands_by_label(records, &shannon, &labels.classes)?,
+        prediction_depth: depths_by_label(records, &labels.classes),
     };
     Ok((result, features))
 }
@@ -368,10 +373,14 @@ impl FormatsResult {
                     .map_err(|e| Error::Data(e.to_string()))
             })
             .collect::<Result<_>>()?;
-        Ok(vec![
+        let mut charts = vec![
             projection_scatter(&self.pca.projection(), &self.pca.labels, None)?,
             similarity_panels(&alphas, &sims)?,
             profile_bands(&self.mean_profiles, "Shannon entropy (nats)")?,
-        ])
+        ];
+        if let Some(d) = &self.prediction_depth {
+            charts.push(prediction_depth_curves(d)?);
+        }
+        Ok(charts)
     }
 }

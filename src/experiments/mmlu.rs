@@ -17,7 +17,7 @@ use super::choice::{first_letter, most_probable, Answer, AnswerMethod, LetterTok
 use super::experiment::{Batch, Cx, Experiment};
 use super::inputs::{correct_letter, Questions};
 use super::outputs::{
-    bands_by_label, check_depths, pct, shannon_matrices, FeatureLayout, Features, KnnScore,
+    bands_by_label, check_depths, depths_by_label, pct, shannon_matrices, FeatureLayout, Features, KnnScore,
 };
 use super::plan::{Plan, PlanOption};
 use super::settings::{ExperimentConfig, Protocol, Scale, token_aggregation};
@@ -25,8 +25,8 @@ use super::store::{Record, WorkItem};
 use crate::analysis::{knn_cross_validate, KnnCvConfig, Labels, Table};
 use crate::data::mmlu_questions::PromptStyle;
 use crate::error::{Error, Result};
-use crate::plots::{profile_bands, Band, Chart};
-use crate::profile::{aggregate, Aggregation, EntropyProfile};
+use crate::plots::{prediction_depth_curves, profile_bands, Band, Chart};
+use crate::profile::{aggregate, Aggregation, DepthSummary, EntropyProfile};
 use crate::runner::{ProfileRequest, Profiler};
 
 /// Table 4 (instruction-tuned Llama and Gemma): model, prompt style, LLM accuracy (%), kNN ROC-AUC
@@ -256,6 +256,10 @@ pub struct MmluResult {
     pub letter_ids: BTreeMap<String, Vec<u32>>,
     /// Mean profile ± std per style and correctness.
     pub mean_profiles: Vec<Band>,
+    /// Prediction depth of the measured tokens of the generated answers, per style and correctness (absent for records written before depths
+    /// existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prediction_depth: Option<Vec<DepthSummary>>,
 }
 
 /// Computes the result from the records (sorted by item).
@@ -357,6 +361,7 @@ pub fn finish(
             .map(|a| a.letter_ids.clone())
             .unwrap_or_default(),
         mean_profiles,
+        prediction_depth: depths_by_label(&keyed, &present),
     };
     Ok((result, features))
 }
@@ -462,9 +467,13 @@ impl MmluResult {
         if self.mean_profiles.is_empty() {
             return Ok(Vec::new());
         }
-        Ok(vec![profile_bands(
+        let mut charts = vec![profile_bands(
             &self.mean_profiles,
             "Shannon entropy (nats), mean over generated tokens",
-        )?])
+        )?];
+        if let Some(d) = &self.prediction_depth {
+            charts.push(prediction_depth_curves(d)?);
+        }
+        Ok(charts)
     }
 }

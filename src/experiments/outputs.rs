@@ -10,7 +10,7 @@ use super::store::{Record, WorkItem};
 use crate::analysis::{KnnCvConfig, KnnCvResult, Labels, Projection};
 use crate::error::{Error, Result};
 use crate::plots::Band;
-use crate::profile::{aggregate, Aggregation};
+use crate::profile::{aggregate, Aggregation, DepthSummary};
 
 /// How a row of `profiles.npy` is laid out (stored in `index.json`): the row is the C-order
 /// flattening of an array of `shape` along `axes`; entry j of the `layer` axis is layer
@@ -281,6 +281,20 @@ pub fn bands_by_label(
         });
     }
     Ok(out)
+}
+
+/// The prediction depths of each label's records, in `classes` order; `None` when a record
+/// carries none (written before depths existed) or a class has no records.
+pub fn depths_by_label(records: &[Record], classes: &[String]) -> Option<Vec<DepthSummary>> {
+    classes
+        .iter()
+        .map(|c| {
+            DepthSummary::of(
+                c.clone(),
+                records.iter().filter(|r| &r.label == c).map(|r| &r.profile),
+            )
+        })
+        .collect()
 }
 
 /// The Shannon matrix (tokens × layers) of every record.

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::experiment::Experiment;
 use super::inputs::Stories;
 use super::outputs::{
-    bands_by_label, check_depths, check_knn_feasible, generation_label, labels_for, pct,
+    bands_by_label, check_depths, check_knn_feasible, depths_by_label, generation_label, labels_for, pct,
     shannon_matrices, FeatureLayout, Features, KnnScore, Scatter2d,
 };
 use super::plan::{Plan, PlanOption};
@@ -22,8 +22,8 @@ use super::store::{Record, WorkItem};
 use crate::analysis::{knn_cross_validate, pca, KnnCvConfig, KnnCvResult, Table};
 use crate::data::tinystories::{authors_task_prompts, task_prompts};
 use crate::error::{Error, Result};
-use crate::plots::{profile_bands, projection_scatter, Band, Chart};
-use crate::profile::{aggregate, select_layers, Aggregation, LayerSubset};
+use crate::plots::{prediction_depth_curves, profile_bands, projection_scatter, Band, Chart};
+use crate::profile::{aggregate, select_layers, Aggregation, DepthSummary, LayerSubset};
 use crate::runner::Profiler;
 
 /// Table 2: task-type kNN ROC-AUC (%, mean ± std over 10 folds): model, size, AUC, std.
@@ -230,6 +230,10 @@ pub struct TasksResult {
     pub mean_profiles: Vec<Band>,
     /// PCA of the features.
     pub pca: Scatter2d,
+    /// Prediction depth of the measured tokens, per task (absent for records written before depths
+    /// existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prediction_depth: Option<Vec<DepthSummary>>,
 }
 
 /// Computes the result from the records (sorted by item).
@@ -301,6 +305,7 @@ pub fn finish(
         layer_subsets,
         mean_profiles,
         pca: Scatter2d::new(&projection, &features.labels),
+        prediction_depth: depths_by_label(records, &labels.classes),
     };
     Ok((result, features))
 }
@@ -385,12 +390,16 @@ impl TasksResult {
         vec![self.knn.table()]
     }
 
-    /// Figure 10 and a PCA of the features.
+    /// Figure 10, a PCA of the features and the prediction depth per task.
     pub fn charts(&self) -> Result<Vec<Chart>> {
-        Ok(vec![
+        let mut charts = vec![
             profile_bands(&self.mean_profiles, "Shannon entropy (nats)")?,
             projection_scatter(&self.pca.projection(), &self.pca.labels, None)?,
-        ])
+        ];
+        if let Some(d) = &self.prediction_depth {
+            charts.push(prediction_depth_curves(d)?);
+        }
+        Ok(charts)
     }
 }
 

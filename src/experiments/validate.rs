@@ -23,8 +23,8 @@ use crate::analysis::validation::C2Accumulator;
 use crate::analysis::Table;
 use crate::error::{Error, Result};
 use crate::lens::StatSpec;
-use crate::plots::{xy_lines, xy_scatter, Chart};
-use crate::profile::{aggregate, delta, Aggregation};
+use crate::plots::{prediction_depth_curves, xy_lines, xy_scatter, Chart};
+use crate::profile::{aggregate, delta, Aggregation, DepthSummary};
 use crate::runner::Profiler;
 
 /// Table 1: Spearman ρ between ΔH and the change of the top-p (p = 0.6) candidate count.
@@ -168,6 +168,10 @@ pub struct ValidateResult {
     pub mean_top_p_count_by_block: Vec<f64>,
     /// Up to 2,000 evenly spaced (ΔH, Δcount) pairs for the scatter.
     pub c1_sample: Vec<[f64; 2]>,
+    /// Prediction depth of the measured tokens (one summary, `all`) (absent for records written before depths
+    /// existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prediction_depth: Option<Vec<DepthSummary>>,
 }
 
 const SCATTER_POINTS: usize = 2000;
@@ -268,6 +272,8 @@ pub fn finish(
         mean_entropy_by_block: h_sum.iter().map(|s| s / n).collect(),
         mean_top_p_count_by_block: c_sum.iter().map(|s| s / n).collect(),
         c1_sample,
+        prediction_depth: DepthSummary::of("all", records.iter().map(|r| &r.profile))
+            .map(|d| vec![d]),
     };
     Ok((result, features))
 }
@@ -403,6 +409,10 @@ impl ValidateResult {
                 self.c1_sample.iter().map(|p| signed_log(p[1])).collect(),
             )],
         )?;
-        Ok(vec![c2, c1])
+        let mut charts = vec![c2, c1];
+        if let Some(d) = &self.prediction_depth {
+            charts.push(prediction_depth_curves(d)?);
+        }
+        Ok(charts)
     }
 }

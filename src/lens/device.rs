@@ -79,10 +79,12 @@ pub(super) fn chunk_stats(logits: &Tensor, spec: &StatSpec) -> Result<Vec<DistSt
     );
     columns.push(lo.to_dtype(DType::F64)?);
 
-    // Top-k: repeated argmax, masking each winner, all on the device.
-    let k = spec.top_k.min(vocab);
+    // Top-k: repeated argmax, masking each winner, all on the device; at least one round, for
+    // the most likely token (prediction depth), and its logit column dropped when k is 0.
+    let asked = spec.top_k.min(vocab);
+    let k = asked.max(1);
     let mut top_ids = Vec::with_capacity(k);
-    if k > 0 {
+    {
         let ids = Tensor::arange(0u32, vocab as u32, dev)?.unsqueeze(0)?;
         let neg_inf = Tensor::full(f32::NEG_INFINITY, (rows, vocab), dev)?;
         let mut work = d.clone();
@@ -96,11 +98,7 @@ pub(super) fn chunk_stats(logits: &Tensor, spec: &StatSpec) -> Result<Vec<DistSt
 
     // The one transfer of the chunk's results.
     let table = Tensor::cat(&columns, 1)?.to_vec2::<f64>()?;
-    let top_ids: Vec<Vec<u32>> = if k > 0 {
-        Tensor::cat(&top_ids, 1)?.to_vec2::<u32>()?
-    } else {
-        vec![Vec::new(); rows]
-    };
+    let top_ids: Vec<Vec<u32>> = Tensor::cat(&top_ids, 1)?.to_vec2::<u32>()?;
     if let Some(r) = table.iter().position(|row| !row[0].is_finite()) {
         return Err(crate::error::Error::Data(format!(
             "row {r} of the logits is not finite: the model produced non-finite activations"
@@ -155,6 +153,7 @@ pub(super) fn chunk_stats(logits: &Tensor, spec: &StatSpec) -> Result<Vec<DistSt
         .map(|r| {
             top_ids[r]
                 .iter()
+                .take(asked)
                 .enumerate()
                 .map(|(j, &id)| (id, table[r][col + 4 + j].exp() / s_host[r]))
                 .collect()
@@ -186,6 +185,7 @@ pub(super) fn chunk_stats(logits: &Tensor, spec: &StatSpec) -> Result<Vec<DistSt
             top_p_count: top_p_count[r],
             top_p_ids: top_p_ids[r].clone(),
             top_k: top_k[r].clone(),
+            top1: top_ids[r][0],
             extras: Default::default(),
         })
         .collect())

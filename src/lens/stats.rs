@@ -169,6 +169,10 @@ pub struct DistStats {
     pub top_p_ids: Option<Vec<u32>>,
     /// The k most likely tokens with their probabilities (ties: smaller id first).
     pub top_k: Vec<(u32, f64)>,
+    /// The most likely token (smaller id among equals), whatever `top_k` is: the prediction
+    /// depth of a profile follows it.
+    #[serde(default)]
+    pub top1: u32,
     /// KL to the final distribution and the target's log-probability and rank, when asked.
     #[serde(flatten)]
     pub extras: Extras,
@@ -813,6 +817,7 @@ fn finish_row(
         top_p_count,
         top_p_ids,
         top_k,
+        top1: imax as u32,
         extras: Extras::default(),
     })
 }

@@ -11,7 +11,9 @@ use crate::analysis::{Projection, Table};
 use crate::error::{Error, Result};
 use crate::lens::alpha_key;
 use crate::model::TextTokenizer;
-use crate::profile::{delta, depth_normalize, EntropyProfile, PositionProfile, ReadPoint};
+use crate::profile::{
+    delta, depth_normalize, DepthSummary, EntropyProfile, PositionProfile, ReadPoint,
+};
 
 const GREEN: &str = "#2ca02c";
 const RED: &str = "#d62728";
@@ -197,9 +199,41 @@ pub fn entropy_heatmap(
     let height = (200 + 14 * l).clamp(360, 900);
     let mut plot = Plot::new();
     plot.add_trace(Box::new(trace));
+    // Each position's prediction depth, where it falls on a measured point.
+    let (dx, dy): (Vec<String>, Vec<String>) = profile
+        .positions
+        .iter()
+        .zip(&x)
+        .filter_map(|(p, xl)| {
+            let d = p.prediction_depth?;
+            Some((xl.clone(), y.get(d.checked_sub(1)?)?.clone()))
+        })
+        .unzip();
+    if !dx.is_empty() {
+        plot.add_trace(
+            Scatter::new(dx, dy)
+                .mode(Mode::Markers)
+                .name("prediction depth")
+                .marker(
+                    Marker::new()
+                        .symbol(plotly::common::MarkerSymbol::Diamond)
+                        .size(9)
+                        .color("white")
+                        .line(plotly::common::Line::new().color("black").width(1.0)),
+                ),
+        );
+    }
     plot.set_layout(
         layout(&title, "position → token", "", height)
-            .margin(plotly::layout::Margin::new().left(90)),
+            .margin(plotly::layout::Margin::new().left(90))
+            // Above the plot, clear of the colour bar.
+            .legend(
+                plotly::layout::Legend::new()
+                    .orientation(plotly::common::Orientation::Horizontal)
+                    .x(0.0)
+                    .y(1.02)
+                    .y_anchor(plotly::common::Anchor::Bottom),
+            ),
     );
     Ok(Chart::new(plot, title, height, Sketch::Heatmap { x, y, z }))
 }
@@ -533,6 +567,34 @@ pub fn renyi_lines(profile: &EntropyProfile, position_index: usize) -> Result<Ch
         series,
         Mode::LinesMarkers,
     ))
+}
+
+/// Prediction depth: for each set of tokens (a class, a model), the share whose lens top-1 has
+/// settled on the model's own token by each block, with the mean depth in the legend.
+///
+/// # Errors
+/// When no summary is given.
+pub fn prediction_depth_curves(summaries: &[DepthSummary]) -> Result<Chart> {
+    let series: Vec<(String, Vec<f64>, Vec<f64>)> = summaries
+        .iter()
+        .map(|s| {
+            let share = s.settled_share();
+            (
+                format!(
+                    "{} (mean depth {:.1} ± {:.1}, n = {})",
+                    s.label, s.mean, s.std, s.n
+                ),
+                (1..=share.len()).map(|j| j as f64).collect(),
+                share,
+            )
+        })
+        .collect();
+    xy_lines(
+        "Prediction depth: share of tokens whose lens top-1 is the model's own from this block on",
+        "block",
+        "share of tokens settled",
+        series,
+    )
 }
 
 /// Mean profile ± one standard deviation per group of profiles (rows: samples, columns: blocks),

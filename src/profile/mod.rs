@@ -16,9 +16,11 @@ use crate::error::{Error, Result};
 use crate::lens::{alpha_key, DistStats, Extras, StatSpec};
 
 pub mod aggregate;
+pub mod depth;
 pub mod provenance;
 pub mod schema;
 
+pub use depth::{prediction_depth, DepthSummary};
 pub use provenance::Provenance;
 
 pub use aggregate::{
@@ -131,17 +133,28 @@ pub struct PositionProfile {
     /// ([`StatSpec::target`]) and the position has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<TargetTrace>,
+    /// The first point (1-based, along the per-point arrays) from which the lens's most likely
+    /// token is the model's own (the final distribution's) and stays so at every later point; at
+    /// the default read point, the block where the prediction settles. n_points + 1 when the last
+    /// measured point's top-1 differs (read after attention: the token appears only once the last
+    /// MLP has run). See [`prediction_depth`]. Absent in profiles written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prediction_depth: Option<usize>,
 }
 
 impl PositionProfile {
-    /// Assembles a position's profile from per-layer stats (`layers[0]` = block 1).
+    /// Assembles a position's profile from per-layer stats (`layers[0]` = block 1) and the
+    /// model's own distribution `last` (the last block's output, which `layers` ends with except
+    /// at the attention read point).
     pub(crate) fn from_stats(
         position: usize,
         spec: &StatSpec,
         embed: Option<&DistStats>,
         layers: &[DistStats],
+        last: &DistStats,
         target: Option<u32>,
     ) -> Self {
+        let top1: Vec<u32> = layers.iter().map(|s| s.top1).collect();
         // The target trace needs every layer's numbers; a layer without them drops it.
         let alphas = &spec.alphas;
         let mut renyi: BTreeMap<String, Vec<f64>> = BTreeMap::new();
@@ -198,6 +211,7 @@ impl PositionProfile {
                     rank: rank?,
                 })
             }),
+            prediction_depth: Some(prediction_depth(&top1, last.top1)),
         }
     }
 }
@@ -490,6 +504,14 @@ impl EntropyProfile {
                     ));
                 }
             }
+            if let Some(d) = p.prediction_depth {
+                if d == 0 || d > l + 1 {
+                    return bad(format!(
+                        "position {at}: prediction depth {d} is not in 1..={}",
+                        l + 1
+                    ));
+                }
+            }
             if let Some(e) = &p.embed {
                 entropies(at, "embed.shannon", &[e.shannon], 1)?;
                 for (key, h) in &e.renyi {
@@ -534,6 +556,7 @@ mod tests {
                 logprob: vec![-3.0, -1.0, -0.1],
                 rank: vec![4, 2, 1],
             }),
+            prediction_depth: Some(2),
         };
         EntropyProfile {
             schema_version: Some(schema::PROFILE_SCHEMA_VERSION),
@@ -608,6 +631,12 @@ mod tests {
         let mut p = profile();
         p.positions[1].target.as_mut().unwrap().rank[2] = 0;
         refused(&p, "ranks start at 1");
+        let mut p = profile();
+        p.positions[0].prediction_depth = Some(5);
+        refused(&p, "position 0: prediction depth 5 is not in 1..=4");
+        let mut p = profile();
+        p.positions[1].prediction_depth = Some(0);
+        refused(&p, "prediction depth 0");
         // Read at both points, every array has 2L entries.
         let mut p = profile();
         p.read_point = ReadPoint::Both;

@@ -144,7 +144,12 @@ impl ImageProfiler {
             } else {
                 None
             };
-            let position = PositionProfile::from_stats(0, &spec, embed.as_ref(), &per_layer, None);
+            let last = per_layer
+                .last()
+                .cloned()
+                .ok_or_else(|| Error::Data("the classifier returned no layers".into()))?;
+            let position =
+                PositionProfile::from_stats(0, &spec, embed.as_ref(), &per_layer, &last, None);
             let predicted = top1(
                 &logits,
                 (per_layer.len() - 1 + usize::from(include_embed)) * b + i,

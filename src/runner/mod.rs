@@ -978,13 +978,15 @@ impl Profiler {
             .zip(stats.chunks(nl))
             .zip(&targets)
             .map(|((pick, row), &target)| {
+                // The group's last row is the model's own distribution, shown or not.
+                let last = &row[nl - 1];
                 let row = &row[..shown];
                 let (embed, blocks) = if include_embed {
                     (Some(&row[0]), &row[1..])
                 } else {
                     (None, row)
                 };
-                PositionProfile::from_stats(pick.position, spec, embed, blocks, target)
+                PositionProfile::from_stats(pick.position, spec, embed, blocks, last, target)
             })
             .collect();
         let chosen = picks

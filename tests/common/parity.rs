@@ -1,5 +1,6 @@
 //! Comparison of our lens statistics with a reference in the golden schema
-//! (`tests/golden/README.md`): per position and layer, Shannon, Rényi, top-p counts, top-1.
+//! (`tests/golden/README.md`): per position and layer, Shannon, Rényi, top-p counts, top-1; per
+//! position, the prediction depth against the one the reference's own top-1 tokens give.
 
 use entropy_lens::profile::{EntropyProfile, PositionProfile};
 use entropy_lens::runner::{ProfileRequest, Profiler};
@@ -17,6 +18,8 @@ pub struct Report {
     pub topp_checked: usize,
     pub topp_mismatch: usize,
     pub top1_mismatch: usize,
+    pub depths_checked: usize,
+    pub depth_mismatch: usize,
 }
 
 impl Report {
@@ -31,6 +34,13 @@ impl Report {
         assert!(self.max_renyi < tol, "Rényi differs by {}", self.max_renyi);
         assert_eq!(self.topp_mismatch, 0, "top-p counts differ");
         assert_eq!(self.top1_mismatch, 0, "top-1 ids differ");
+        self.assert_depths();
+    }
+
+    /// Every position's prediction depth is the reference's.
+    pub fn assert_depths(&self) {
+        assert!(self.depths_checked > 0, "no prediction depth was checked");
+        assert_eq!(self.depth_mismatch, 0, "prediction depths differ");
     }
 
     /// Compares one distribution (our per-layer values vs the reference at that layer).
@@ -87,6 +97,20 @@ impl Report {
                 pos,
                 Some(l),
             );
+        }
+        // The depth the reference's top-1 tokens give, computed here without the library: the
+        // first block from which every later block's top-1 is the last block's.
+        let theirs: Vec<u64> = (0..p.shannon.len())
+            .map(|l| gold_layers["top5_ids"][pos][l][0].as_u64().unwrap())
+            .collect();
+        let last = *theirs.last().unwrap();
+        let mut depth = theirs.len();
+        while depth > 1 && theirs[depth - 2] == last {
+            depth -= 1;
+        }
+        self.depths_checked += 1;
+        if p.prediction_depth != Some(depth) {
+            self.depth_mismatch += 1;
         }
         let e = p.embed.as_ref().expect("embedding layer requested");
         let renyi: Vec<(String, f64)> = ALPHAS
