@@ -162,6 +162,14 @@ class Profile:
         ``kl=True``."""
         return self._memo("kl", self._p.kl_to_final)
 
+    @property
+    def prediction_depth(self) -> Optional[np.ndarray]:
+        """Per row, the first point (1-based, along the columns) from which the lens's most likely
+        token is the model's own and stays so: int64 ``(rows,)``; ``points + 1`` where the last
+        column's top-1 differs (read after attention only). ``None`` for a profile written before
+        depths existed."""
+        return self._memo("depth", self._p.prediction_depth)
+
     def _target(self) -> Any:
         return self._memo("target", self._p.target)
 

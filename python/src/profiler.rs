@@ -388,6 +388,17 @@ impl PyProfile {
         }
         Ok(Some(matrix(py, self.inner.kl_matrix().py()?)))
     }
+    /// Each position's prediction depth (1-based point); `None` when a position has none (a
+    /// profile written before depths existed).
+    fn prediction_depth<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyArray1<i64>>> {
+        let depths: Option<Vec<i64>> = self
+            .inner
+            .positions
+            .iter()
+            .map(|p| p.prediction_depth.map(|d| d as i64))
+            .collect();
+        depths.map(|d| d.into_pyarray(py))
+    }
     /// (ranks, logprobs, ids) of the followed token, each positions × points; `None` without a
     /// target.
     #[allow(clippy::type_complexity)]

@@ -31,6 +31,14 @@ def test_shapes_dtypes_and_values(lens):
     d = p.to_dict()
     np.testing.assert_array_equal(p.top_p_count, [x["top_p_count"] for x in d["positions"]])
     np.testing.assert_array_equal(p.renyi["0.5"], [x["renyi"]["0.5"] for x in d["positions"]])
+    # Prediction depth: the first block from which every later block's top-1 is the last's.
+    assert p.prediction_depth.shape == (rows,) and p.prediction_depth.dtype == np.int64
+    for depth, blocks in zip(p.prediction_depth, p.top_k):
+        top1 = [k[0][0] for k in blocks]
+        settled = next(j for j in range(points) if all(t == top1[-1] for t in top1[j:]))
+        assert depth == settled + 1
+    # The greedy token is the last block's top-1.
+    np.testing.assert_array_equal([b[-1][0][0] for b in p.top_k], p.generated_ids)
 
 
 def test_to_pandas_round_trips(lens):
