@@ -1561,3 +1561,80 @@ fn tasks_and_formats_run_with_a_tuned_lens() {
         assert!(out.join("result.json").is_file());
     }
 }
+
+/// `--kl` on an experiment: every profiled token records KL(final ‖ block), and result.json holds
+/// the lens's fit on those tokens, equal to the per-prompt means computed here from the records;
+/// the configuration records it (a resume without it is refused); experiments that do not
+/// profile generations refuse it.
+#[test]
+fn kl_runs_record_the_lens_fit_on_their_own_tokens() {
+    let model = common::smollm2();
+    let tmp = tempfile::tempdir().unwrap();
+    let lens = random_smollm2_lens(tmp.path());
+    let lens_arg = format!("tuned:{}", s(&lens));
+    for (name, extra) in [("logit", vec![]), ("tuned", vec!["--lens", &lens_arg])] {
+        let dir = tmp.path().join(name);
+        let mut args = vec![
+            "experiment",
+            "validate",
+            "--model",
+            s(&model),
+            "--n",
+            "5",
+            "--tokens",
+            "4",
+            "--kl",
+            "--out",
+            s(&dir),
+        ];
+        args.extend(extra.iter().copied());
+        ok(&args);
+        let fit = &json(&dir.join("result.json"))["lens_fit"];
+        let recs = records(&dir);
+        assert_eq!(fit["n_prompts"], recs.len());
+        // Per prompt: token means of KL and entropy per block, then the mean over prompts.
+        let l = 30;
+        let (mut kl, mut gap) = (vec![0.0; l], vec![0.0; l]);
+        let mut tokens = 0;
+        for r in &recs {
+            let pos = r["profile"]["positions"].as_array().unwrap();
+            tokens += pos.len();
+            let m = pos.len() as f64;
+            let at = |p: &Value, key: &str, j: usize| p[key][j].as_f64().unwrap();
+            let fin: f64 = pos.iter().map(|p| at(p, "shannon", l - 1)).sum::<f64>() / m;
+            for j in 0..l {
+                let k: f64 = pos.iter().map(|p| at(p, "kl_to_final", j)).sum::<f64>() / m;
+                let h: f64 = pos.iter().map(|p| at(p, "shannon", j)).sum::<f64>() / m;
+                kl[j] += k / recs.len() as f64;
+                gap[j] += (h - fin - k) / recs.len() as f64;
+            }
+        }
+        assert_eq!(fit["n_tokens"], tokens);
+        for j in 0..l {
+            let got = |key: &str| fit[key][j].as_f64().unwrap();
+            assert!((got("mean_kl") - kl[j]).abs() < 1e-9, "{name} block {j}");
+            assert!(
+                (got("calibration_gap") - gap[j]).abs() < 1e-9,
+                "{name} block {j}"
+            );
+            assert!(fit["kl_ci95"][j].as_f64().unwrap() >= 0.0);
+        }
+        // The last block reads the model's own distribution; early blocks are far from it.
+        assert!(kl[l - 1].abs() < 1e-6, "{name}: {kl:?}");
+        assert!(kl[0] > 1.0, "{name}: {kl:?}");
+        let report = std::fs::read_to_string(dir.join("report.html")).unwrap();
+        assert!(
+            report.contains("Lens fit on the run"),
+            "{name}: no lens-fit chart"
+        );
+        // The same folder without --kl: another configuration, refused.
+        let plain: Vec<&str> = args.iter().copied().filter(|a| *a != "--kl").collect();
+        let err = fails(&plain);
+        assert!(err.contains("different configuration"), "{err}");
+    }
+    let err = fails(&["experiment", "mmlu", "--model", s(&model), "--kl"]);
+    assert!(
+        err.contains("--kl does not apply to the mmlu experiment"),
+        "{err}"
+    );
+}

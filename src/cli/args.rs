@@ -353,6 +353,10 @@ pub struct ExperimentArgs {
     /// Items measured together: prompts as one left-padded batch, images in one pass [default: 8 on the CPU, 32 on a GPU]. Recorded in config.json: a resume must use the same (profiles agree with --batch 1 to 1e-5 nats or better, not bitwise). Skip trials run one question at a time (each has its own skipped blocks).
     #[arg(long)]
     pub batch: Option<usize>,
+    /// Also measure KL(final ‖ block) for every profiled token (validate, tasks, formats): result.json
+    /// then holds the lens's fit on the run's own tokens (mean KL and calibration gap per block).
+    #[arg(long)]
+    pub kl: bool,
     /// Print result.json instead of tables.
     #[arg(long)]
     pub json: bool,

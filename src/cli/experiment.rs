@@ -39,6 +39,7 @@ impl ExperimentArgs {
             models: (!self.models.is_empty()).then(|| self.models.clone()),
             classes: self.classes,
             lens: self.stats.lens.clone(),
+            kl: self.kl.then_some(true),
         };
         let opts = RunOptions {
             out: self.out.clone(),

@@ -23,10 +23,10 @@ use crate::analysis::{knn_cross_validate, pca, KnnCvConfig, Labels, Table};
 use crate::error::{Error, Result};
 use crate::lens::{alpha_key, StatSpec};
 use crate::plots::{
-    cosine_similarity, matrix_std, prediction_depth_curves, profile_bands, projection_scatter, similarity_panels, Band,
+    cosine_similarity, matrix_std, lens_fit_chart, prediction_depth_curves, profile_bands, projection_scatter, similarity_panels, Band,
     Chart,
 };
-use crate::profile::{aggregate, Aggregation, DepthSummary};
+use crate::profile::{aggregate, Aggregation, DepthSummary, LensFit};
 use crate::runner::Profiler;
 
 /// Table 3: format kNN ROC-AUC (%) per Rényi order: model, α, AUC, std.
@@ -78,6 +78,7 @@ impl Experiment for Formats {
         PlanOption::Folds,
         PlanOption::Alphas,
         PlanOption::Windows,
+        PlanOption::Kl,
     ];
     type Spec = FormatsSpec;
     type Result = FormatsResult;
@@ -205,6 +206,10 @@ pub struct FormatsResult {
     /// existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prediction_depth: Option<Vec<DepthSummary>>,
+    /// The lens's fit on the measured tokens (mean KL to the final distribution and calibration
+    /// gap per block), when the run measured KL (`--kl`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lens_fit: Option<LensFit>,
 }
 
 /// Computes the result from the records (sorted by item).
@@ -290,6 +295,7 @@ pub fn finish(
         pca: Scatter2d::new(&projection, &features.labels),
         mean_profiles: bands_by_label(records, &shannon, &labels.classes)?,
         prediction_depth: depths_by_label(records, &labels.classes),
+        lens_fit: LensFit::of(records.iter().map(|r| &r.profile)),
     };
     Ok((result, features))
 }
@@ -380,6 +386,9 @@ impl FormatsResult {
         ];
         if let Some(d) = &self.prediction_depth {
             charts.push(prediction_depth_curves(d)?);
+        }
+        if let Some(fit) = &self.lens_fit {
+            charts.push(lens_fit_chart(fit)?);
         }
         Ok(charts)
     }

@@ -76,10 +76,12 @@ pub enum PlanOption {
     Classes,
     /// `--tokens`: tokens generated per prompt.
     Tokens,
+    /// `--kl`: KL to the final distribution for every profiled token.
+    Kl,
 }
 
 impl PlanOption {
-    pub const ALL: [PlanOption; 12] = [
+    pub const ALL: [PlanOption; 13] = [
         PlanOption::Data,
         PlanOption::Chat,
         PlanOption::Sampling,
@@ -92,6 +94,7 @@ impl PlanOption {
         PlanOption::Models,
         PlanOption::Classes,
         PlanOption::Tokens,
+        PlanOption::Kl,
     ];
 
     /// The command-line flag.
@@ -109,6 +112,7 @@ impl PlanOption {
             PlanOption::Models => "--models",
             PlanOption::Classes => "--classes",
             PlanOption::Tokens => "--tokens",
+            PlanOption::Kl => "--kl",
         }
     }
 
@@ -127,6 +131,7 @@ impl PlanOption {
             PlanOption::Models => plan.models.is_some(),
             PlanOption::Classes => plan.classes.is_some(),
             PlanOption::Tokens => plan.tokens.is_some(),
+            PlanOption::Kl => plan.kl.is_some(),
         }
     }
 }
@@ -180,6 +185,8 @@ pub struct Plan {
     pub classes: Option<usize>,
     /// The lens: `logit` (the paper's) or `tuned:<folder or model id>`; `None`: the logit lens.
     pub lens: Option<String>,
+    /// Measure KL(final ‖ block) for every profiled token (validate, tasks, formats).
+    pub kl: Option<bool>,
 }
 
 impl Plan {
@@ -211,6 +218,7 @@ impl Plan {
             models: None,
             classes: None,
             lens: None,
+            kl: None,
         }
     }
 
@@ -345,6 +353,7 @@ impl Plan {
             support_threshold: self
                 .support_threshold
                 .unwrap_or(crate::lens::stats::DEFAULT_SUPPORT_THRESHOLD),
+            kl_to_final: self.kl.unwrap_or(false),
         };
         stats.stat_spec(&[])?.validate()?;
         Ok(stats)

@@ -220,6 +220,10 @@ pub struct StatSettings {
     /// Probability mass of the top-p candidate sets.
     pub top_p: f64,
     pub support_threshold: f64,
+    /// KL(final ‖ block) measured for every profiled token (absent: not measured, so the
+    /// configurations of earlier runs keep their bytes and hashes).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kl_to_final: bool,
 }
 
 impl StatSettings {
@@ -232,6 +236,7 @@ impl StatSettings {
             top_p_ids: false,
             top_k: 0,
             top_p_overlap: false,
+            kl_to_final: self.kl_to_final,
             ..StatSpec::default()
         };
         spec.validate()?;

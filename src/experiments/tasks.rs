@@ -22,8 +22,8 @@ use super::store::{Record, WorkItem};
 use crate::analysis::{knn_cross_validate, pca, KnnCvConfig, KnnCvResult, Table};
 use crate::data::tinystories::{authors_task_prompts, task_prompts};
 use crate::error::{Error, Result};
-use crate::plots::{prediction_depth_curves, profile_bands, projection_scatter, Band, Chart};
-use crate::profile::{aggregate, select_layers, Aggregation, DepthSummary, LayerSubset};
+use crate::plots::{lens_fit_chart, prediction_depth_curves, profile_bands, projection_scatter, Band, Chart};
+use crate::profile::{aggregate, select_layers, Aggregation, DepthSummary, LensFit, LayerSubset};
 use crate::runner::Profiler;
 
 /// Table 2: task-type kNN ROC-AUC (%, mean ± std over 10 folds): model, size, AUC, std.
@@ -74,6 +74,7 @@ impl Experiment for Tasks {
         PlanOption::Tokens,
         PlanOption::K,
         PlanOption::Folds,
+        PlanOption::Kl,
     ];
     type Spec = TasksSpec;
     type Result = TasksResult;
@@ -234,6 +235,10 @@ pub struct TasksResult {
     /// existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prediction_depth: Option<Vec<DepthSummary>>,
+    /// The lens's fit on the measured tokens (mean KL to the final distribution and calibration
+    /// gap per block), when the run measured KL (`--kl`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lens_fit: Option<LensFit>,
 }
 
 /// Computes the result from the records (sorted by item).
@@ -306,6 +311,7 @@ pub fn finish(
         mean_profiles,
         pca: Scatter2d::new(&projection, &features.labels),
         prediction_depth: depths_by_label(records, &labels.classes),
+        lens_fit: LensFit::of(records.iter().map(|r| &r.profile)),
     };
     Ok((result, features))
 }
@@ -398,6 +404,9 @@ impl TasksResult {
         ];
         if let Some(d) = &self.prediction_depth {
             charts.push(prediction_depth_curves(d)?);
+        }
+        if let Some(fit) = &self.lens_fit {
+            charts.push(lens_fit_chart(fit)?);
         }
         Ok(charts)
     }

@@ -23,8 +23,8 @@ use crate::analysis::validation::C2Accumulator;
 use crate::analysis::Table;
 use crate::error::{Error, Result};
 use crate::lens::StatSpec;
-use crate::plots::{prediction_depth_curves, xy_lines, xy_scatter, Chart};
-use crate::profile::{aggregate, delta, Aggregation, DepthSummary};
+use crate::plots::{lens_fit_chart, prediction_depth_curves, xy_lines, xy_scatter, Chart};
+use crate::profile::{aggregate, delta, Aggregation, DepthSummary, LensFit};
 use crate::runner::Profiler;
 
 /// Table 1: Spearman ρ between ΔH and the change of the top-p (p = 0.6) candidate count.
@@ -56,6 +56,7 @@ impl Experiment for Validate {
         PlanOption::Chat,
         PlanOption::Sampling,
         PlanOption::Tokens,
+        PlanOption::Kl,
     ];
     type Spec = ValidateSpec;
     type Result = ValidateResult;
@@ -172,6 +173,10 @@ pub struct ValidateResult {
     /// existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prediction_depth: Option<Vec<DepthSummary>>,
+    /// The lens's fit on the measured tokens (mean KL to the final distribution and calibration
+    /// gap per block), when the run measured KL (`--kl`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lens_fit: Option<LensFit>,
 }
 
 const SCATTER_POINTS: usize = 2000;
@@ -274,6 +279,7 @@ pub fn finish(
         c1_sample,
         prediction_depth: DepthSummary::of("all", records.iter().map(|r| &r.profile))
             .map(|d| vec![d]),
+        lens_fit: LensFit::of(records.iter().map(|r| &r.profile)),
     };
     Ok((result, features))
 }
@@ -412,6 +418,9 @@ impl ValidateResult {
         let mut charts = vec![c2, c1];
         if let Some(d) = &self.prediction_depth {
             charts.push(prediction_depth_curves(d)?);
+        }
+        if let Some(fit) = &self.lens_fit {
+            charts.push(lens_fit_chart(fit)?);
         }
         Ok(charts)
     }

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::lens::alpha_key;
 use crate::model::TextTokenizer;
 use crate::profile::{
-    delta, depth_normalize, DepthSummary, EntropyProfile, PositionProfile, ReadPoint,
+    delta, depth_normalize, DepthSummary, EntropyProfile, LensFit, PositionProfile, ReadPoint,
 };
 
 const GREEN: &str = "#2ca02c";
@@ -597,6 +597,37 @@ pub fn prediction_depth_curves(summaries: &[DepthSummary]) -> Result<Chart> {
     )
 }
 
+/// A lens's fit on a run's own tokens ([`LensFit`]): mean KL(final ‖ lens) and the calibration
+/// gap per block, each ± its 95 % half-width over prompts.
+pub fn lens_fit_chart(fit: &LensFit) -> Result<Chart> {
+    let l = fit.mean_kl.len();
+    let zeros = || vec![0.0; l];
+    let bands = [
+        Band {
+            name: "KL(final ‖ lens)".into(),
+            mean: fit.mean_kl.clone(),
+            std: fit.kl_ci95.clone().unwrap_or_else(zeros),
+            n: fit.n_prompts,
+        },
+        Band {
+            name: "calibration gap H(lens) − H(final) − KL".into(),
+            mean: fit.calibration_gap.clone(),
+            std: fit.gap_ci95.clone().unwrap_or_else(zeros),
+            n: fit.n_prompts,
+        },
+    ];
+    bands_chart(
+        &format!(
+            "Lens fit on the run's own tokens (± 95 % CI over {} prompts, {} tokens; gap 0 = calibrated, < 0 = over-confident)",
+            fit.n_prompts, fit.n_tokens
+        ),
+        &bands,
+        "nats",
+        "block",
+        |n| (1..=n).map(|j| j as f64).collect(),
+    )
+}
+
 /// Mean profile ± one standard deviation per group of profiles (rows: samples, columns: blocks),
 /// as the paper's Figure 10.
 pub fn mean_profile_bands(groups: &[(String, Array2<f64>)], y_label: &str) -> Result<Chart> {
@@ -629,20 +660,29 @@ pub struct Band {
 
 /// Mean ± std bands from precomputed statistics (see [`mean_profile_bands`]).
 pub fn profile_bands(groups: &[Band], y_label: &str) -> Result<Chart> {
-    bands_chart(groups, y_label, "block", |n| {
-        (1..=n).map(|j| j as f64).collect()
-    })
+    bands_chart(
+        "Mean entropy profile ± std",
+        groups,
+        y_label,
+        "block",
+        |n| (1..=n).map(|j| j as f64).collect(),
+    )
 }
 
 /// Mean ± std bands of profiles on the relative-depth axis (0 = first block, 1 = last), for
 /// models of different depths (the paper's Figure 8).
 pub fn depth_profile_bands(groups: &[Band], y_label: &str) -> Result<Chart> {
-    bands_chart(groups, y_label, "relative depth", |n| {
-        (0..n).map(|i| i as f64 / (n.max(2) - 1) as f64).collect()
-    })
+    bands_chart(
+        "Mean entropy profile ± std",
+        groups,
+        y_label,
+        "relative depth",
+        |n| (0..n).map(|i| i as f64 / (n.max(2) - 1) as f64).collect(),
+    )
 }
 
 fn bands_chart(
+    title: &str,
     groups: &[Band],
     y_label: &str,
     x_label: &str,
@@ -696,7 +736,7 @@ fn bands_chart(
         series.push((name.clone(), xs, mean));
         bands.push(Some((lo, hi)));
     }
-    let title = "Mean entropy profile ± std".to_string();
+    let title = title.to_string();
     plot.set_layout(layout(&title, x_label, y_label, 420));
     Ok(Chart::new(
         plot,

@@ -17,10 +17,12 @@ use crate::lens::{alpha_key, DistStats, Extras, StatSpec};
 
 pub mod aggregate;
 pub mod depth;
+pub mod fit;
 pub mod provenance;
 pub mod schema;
 
 pub use depth::{prediction_depth, DepthSummary};
+pub use fit::LensFit;
 pub use provenance::Provenance;
 
 pub use aggregate::{
