@@ -298,12 +298,7 @@ impl PyProfile {
     }
     #[getter]
     fn read_point(&self) -> String {
-        match self.inner.read_point {
-            ReadPoint::Block => "block",
-            ReadPoint::Attention => "attention",
-            ReadPoint::Both => "both",
-        }
-        .into()
+        self.inner.read_point.as_str().into()
     }
     #[getter]
     fn prompt_ids(&self) -> Vec<u32> {

@@ -332,6 +332,9 @@ pub fn render_table(p: &EntropyProfile) -> String {
         ReadPoint::Block => "Shannon entropy by layer (block 1 … L)",
         ReadPoint::Attention => "Shannon entropy after attention (1.a … L.a)",
         ReadPoint::Both => "Shannon entropy (1.a, 1, … L.a, L)",
+        ReadPoint::AttnOut => "Shannon entropy of each block's attention write (1.attn … L.attn)",
+        ReadPoint::MlpOut => "Shannon entropy of each block's MLP write (1.mlp … L.mlp)",
+        ReadPoint::Components => "Shannon entropy (1.attn, 1.mlp, 1, … L)",
     };
     let width = p.n_points().max(38);
     let traced = p.positions.iter().any(|x| x.target.is_some());

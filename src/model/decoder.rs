@@ -507,30 +507,35 @@ impl Block {
         })
     }
 
-    /// Shows the residual after attention (sequential blocks) to `mid`.
+    /// Shows block `index`'s attention write, its residual after attention (sequential blocks)
+    /// and its MLP write to `observe`.
     ///
     /// # Shapes
     /// `x`: [b, s, d] → [b, s, d]
     fn forward(
         &mut self,
+        index: usize,
         x: &Tensor,
         steps: &[Step],
-        mid: &mut dyn FnMut(&Tensor) -> Result<()>,
+        observe: Observer<'_>,
     ) -> Result<Tensor> {
         let mut a = self.attn.forward(&self.attn_norm.forward(x)?, steps)?;
         if let Some(n) = &self.post_attn_norm {
             a = n.forward(&a)?;
         }
+        observe(Tap::AttentionWrite(index), &a)?;
         if self.parallel {
             let m = self.mlp.forward(&self.mlp_norm.forward(x)?)?;
+            observe(Tap::MlpWrite(index), &m)?;
             return Ok(((m + a)? + x)?);
         }
         let h = (x + a)?;
-        mid(&h)?;
+        observe(Tap::AfterAttention(index), &h)?;
         let mut m = self.mlp.forward(&self.mlp_norm.forward(&h)?)?;
         if let Some(n) = &self.post_mlp_norm {
             m = n.forward(&m)?;
         }
+        observe(Tap::MlpWrite(index), &m)?;
         Ok((&h + m)?)
     }
 }
@@ -685,12 +690,15 @@ impl Decoder {
         observe(Tap::Layer(0), &x)?;
         for (i, block) in self.layers.iter_mut().enumerate() {
             if skip[i] {
-                // A skipped block is the identity: its mid point is its input.
+                // A skipped block is the identity: it writes nothing, its mid point is its input.
+                let nothing = x.zeros_like()?;
+                observe(Tap::AttentionWrite(i + 1), &nothing)?;
                 if !block.parallel {
                     observe(Tap::AfterAttention(i + 1), &x)?;
                 }
+                observe(Tap::MlpWrite(i + 1), &nothing)?;
             } else {
-                x = block.forward(&x, &steps, &mut |h| observe(Tap::AfterAttention(i + 1), h))?;
+                x = block.forward(i + 1, &x, &steps, observe)?;
             }
             observe(Tap::Layer(i + 1), &x)?;
         }

@@ -117,6 +117,11 @@ pub enum Tap {
     /// The residual stream inside block i (1..=L) after its attention, before its MLP (blocks
     /// with a sequential residual only).
     AfterAttention(usize),
+    /// What block i's attention writes to the residual stream (after its output projection and
+    /// any post-attention norm); zero for a skipped block.
+    AttentionWrite(usize),
+    /// What block i's MLP writes (after any post-MLP norm); zero for a skipped block.
+    MlpWrite(usize),
 }
 
 /// Called with `(tap, residual)` for every residual stream a forward pass makes (`[b, s, d]`).
@@ -139,6 +144,9 @@ pub struct Model {
     prefill_chunk: usize,
     /// Also capture the mid-block residual ([`Captured::after_attention`]).
     capture_attention: bool,
+    /// Also capture what each block's attention and MLP write ([`Captured::attention_writes`],
+    /// [`Captured::mlp_writes`]).
+    capture_writes: bool,
 }
 
 /// Default [`Model::set_prefill_chunk`]: 512 positions.
@@ -163,6 +171,11 @@ pub struct Captured {
     /// The residual stream of block i + 1 after its attention, before its MLP, at the same
     /// positions; empty unless [`Model::set_capture_attention`] is on.
     pub after_attention: Vec<Tensor>,
+    /// What block i + 1's attention writes to the residual stream, at the same positions; empty
+    /// unless [`Model::set_capture_writes`] is on.
+    pub attention_writes: Vec<Tensor>,
+    /// What block i + 1's MLP writes; empty unless [`Model::set_capture_writes`] is on.
+    pub mlp_writes: Vec<Tensor>,
 }
 
 impl Model {
@@ -178,6 +191,7 @@ impl Model {
             prompt_end: 0,
             prefill_chunk: DEFAULT_PREFILL_CHUNK,
             capture_attention: false,
+            capture_writes: false,
         }
     }
 
@@ -207,6 +221,18 @@ impl Model {
     /// Whether [`Model::set_capture_attention`] is on.
     pub fn captures_attention(&self) -> bool {
         self.capture_attention
+    }
+
+    /// Also capture what every block's attention and MLP write to the residual stream (the
+    /// components a lens can decode beside the residual; every family has both, parallel-residual
+    /// ones included).
+    pub fn set_capture_writes(&mut self, on: bool) {
+        self.capture_writes = on;
+    }
+
+    /// Whether [`Model::set_capture_writes`] is on.
+    pub fn captures_writes(&self) -> bool {
+        self.capture_writes
     }
 
     /// Sets the prefill chunk (at least 1). Chunking changes only the order of floating-point sums:
@@ -372,11 +398,16 @@ impl Model {
         let n_chunks = s.div_ceil(chunk);
         let n_layers = self.info.n_layers;
         let mut parts: Vec<Vec<Tensor>> = vec![Vec::with_capacity(n_chunks); n_layers + 1];
-        let mut mid_parts: Vec<Vec<Tensor>> = if self.capture_attention {
-            vec![Vec::with_capacity(n_chunks); n_layers]
-        } else {
-            Vec::new()
+        let per_block = |on: bool| -> Vec<Vec<Tensor>> {
+            if on {
+                vec![Vec::with_capacity(n_chunks); n_layers]
+            } else {
+                Vec::new()
+            }
         };
+        let mut mid_parts = per_block(self.capture_attention);
+        let mut attn_parts = per_block(self.capture_writes);
+        let mut mlp_parts = per_block(self.capture_writes);
         for c in 0..n_chunks {
             let start = c * chunk;
             let len = chunk.min(s - start);
@@ -393,6 +424,10 @@ impl Model {
                     Tap::AfterAttention(block) => {
                         block.checked_sub(1).and_then(|i| mid_parts.get_mut(i))
                     }
+                    Tap::AttentionWrite(block) => {
+                        block.checked_sub(1).and_then(|i| attn_parts.get_mut(i))
+                    }
+                    Tap::MlpWrite(block) => block.checked_sub(1).and_then(|i| mlp_parts.get_mut(i)),
                 };
                 if let Some(p) = slot {
                     p.push(match positions {
@@ -424,6 +459,8 @@ impl Model {
         Ok(Captured {
             residuals: join(parts)?,
             after_attention: join(mid_parts)?,
+            attention_writes: join(attn_parts)?,
+            mlp_writes: join(mlp_parts)?,
         })
     }
 

@@ -273,8 +273,10 @@ pub fn profile_lines(
     ))
 }
 
-/// The x of each measured point: block i at i, the residual after block i's attention at i − ½.
+/// The x of each measured point: block i at i, the residual after block i's attention at i − ½,
+/// block i's attention write at i − ⅔ and its MLP write at i − ⅓.
 pub fn point_axis(read_point: ReadPoint, n_blocks: usize) -> Vec<f64> {
+    let (attn, mlp) = (2.0 / 3.0, 1.0 / 3.0);
     (1..=n_blocks)
         .flat_map(|i| {
             let i = i as f64;
@@ -282,6 +284,9 @@ pub fn point_axis(read_point: ReadPoint, n_blocks: usize) -> Vec<f64> {
                 ReadPoint::Block => vec![i],
                 ReadPoint::Attention => vec![i - 0.5],
                 ReadPoint::Both => vec![i - 0.5, i],
+                ReadPoint::AttnOut => vec![i - attn],
+                ReadPoint::MlpOut => vec![i - mlp],
+                ReadPoint::Components => vec![i - attn, i - mlp, i],
             }
         })
         .collect()
@@ -290,7 +295,12 @@ pub fn point_axis(read_point: ReadPoint, n_blocks: usize) -> Vec<f64> {
 fn point_axis_title(read_point: ReadPoint) -> &'static str {
     match read_point {
         ReadPoint::Block => "block",
-        _ => "block (i − ½: inside block i, after its attention)",
+        ReadPoint::Attention | ReadPoint::Both => {
+            "block (i − ½: inside block i, after its attention)"
+        }
+        ReadPoint::AttnOut => "block (i − ⅔: what block i's attention writes)",
+        ReadPoint::MlpOut => "block (i − ⅓: what block i's MLP writes)",
+        ReadPoint::Components => "block (i − ⅔: block i's attention write; i − ⅓: its MLP write)",
     }
 }
 

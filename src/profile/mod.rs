@@ -46,14 +46,22 @@ pub struct LayerStats {
 }
 
 /// Where a profile reads the residual stream: after every block (the paper's logit lens), inside
-/// every block after its attention and before its MLP, or both (interleaved `1.a, 1, 2.a, 2, …`).
+/// every block after its attention and before its MLP, or both (interleaved `1.a, 1, 2.a, 2, …`);
+/// or what each block *writes* to it, decoded by the same lens: its attention output, its MLP
+/// output, or both beside the residual (`components`: `1.attn, 1.mlp, 1, 2.attn, …`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum ReadPoint {
     #[default]
     Block,
     Attention,
     Both,
+    /// Each block's attention write (after its output projection and any post-attention norm).
+    AttnOut,
+    /// Each block's MLP write (after any post-MLP norm).
+    MlpOut,
+    /// Per block: the attention write, the MLP write, then the residual after the block.
+    Components,
 }
 
 impl ReadPoint {
@@ -61,33 +69,74 @@ impl ReadPoint {
         *self == ReadPoint::Block
     }
 
-    /// Parses `block`, `attention` or `both`.
+    /// Whether the points are what the blocks write rather than the residual stream (a tuned
+    /// lens's translators are fitted to residuals, not to writes).
+    pub fn reads_writes(&self) -> bool {
+        matches!(
+            self,
+            ReadPoint::AttnOut | ReadPoint::MlpOut | ReadPoint::Components
+        )
+    }
+
+    /// Whether the residual after each block's attention is read.
+    pub fn reads_mid_block(&self) -> bool {
+        matches!(self, ReadPoint::Attention | ReadPoint::Both)
+    }
+
+    /// Parses `block`, `attention`, `both`, `attn-out`, `mlp-out` or `components`.
     pub fn parse(s: &str) -> Result<Self> {
         match s.trim() {
             "block" => Ok(ReadPoint::Block),
             "attention" => Ok(ReadPoint::Attention),
             "both" => Ok(ReadPoint::Both),
+            "attn-out" => Ok(ReadPoint::AttnOut),
+            "mlp-out" => Ok(ReadPoint::MlpOut),
+            "components" => Ok(ReadPoint::Components),
             other => Err(Error::invalid(format!(
-                "unknown read point `{other}`: use block (after each block), attention (after each block's attention, before its MLP) or both"
+                "unknown read point `{other}`: use block (after each block), attention (after each block's attention, before its MLP), both, attn-out (what each block's attention writes), mlp-out (what its MLP writes) or components (attn-out, mlp-out and block, per block)"
             ))),
+        }
+    }
+
+    /// The name [`ReadPoint::parse`] reads.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ReadPoint::Block => "block",
+            ReadPoint::Attention => "attention",
+            ReadPoint::Both => "both",
+            ReadPoint::AttnOut => "attn-out",
+            ReadPoint::MlpOut => "mlp-out",
+            ReadPoint::Components => "components",
+        }
+    }
+
+    /// Measured points per block.
+    pub fn points_per_block(&self) -> usize {
+        match self {
+            ReadPoint::Both => 2,
+            ReadPoint::Components => 3,
+            _ => 1,
         }
     }
 
     /// Measured points for `n_blocks` blocks.
     pub fn n_points(&self, n_blocks: usize) -> usize {
-        match self {
-            ReadPoint::Both => 2 * n_blocks,
-            _ => n_blocks,
-        }
+        self.points_per_block() * n_blocks
     }
 
-    /// Axis labels of the measured points: `1 … L`, `1.a … L.a`, or `1.a, 1, …, L.a, L`.
+    /// Axis labels of the measured points: `1 … L`, `1.a … L.a`, `1.a, 1, …, L.a, L`,
+    /// `1.attn … L.attn`, `1.mlp … L.mlp` or `1.attn, 1.mlp, 1, …`.
     pub fn labels(&self, n_blocks: usize) -> Vec<String> {
         (1..=n_blocks)
             .flat_map(|i| match self {
                 ReadPoint::Block => vec![format!("{i}")],
                 ReadPoint::Attention => vec![format!("{i}.a")],
                 ReadPoint::Both => vec![format!("{i}.a"), format!("{i}")],
+                ReadPoint::AttnOut => vec![format!("{i}.attn")],
+                ReadPoint::MlpOut => vec![format!("{i}.mlp")],
+                ReadPoint::Components => {
+                    vec![format!("{i}.attn"), format!("{i}.mlp"), format!("{i}")]
+                }
             })
             .collect()
     }

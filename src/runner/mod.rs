@@ -316,7 +316,8 @@ impl Profiler {
         if !point.is_block() && self.lens_kind.tuned().is_some() {
             return Err(tuned_mid_block());
         }
-        self.model.set_capture_attention(!point.is_block())?;
+        self.model.set_capture_attention(point.reads_mid_block())?;
+        self.model.set_capture_writes(point.reads_writes());
         self.read_point = point;
         Ok(())
     }
@@ -872,19 +873,34 @@ impl Profiler {
             .last()
             .ok_or_else(|| Error::Data("the model returned no residual stream".into()))?;
         let mids = &captured.after_attention;
-        if !self.read_point.is_block() && mids.len() + 1 != r.len() {
-            return Err(Error::Data(format!(
-                "{} mid-block residuals for {} blocks",
-                mids.len(),
-                r.len().saturating_sub(1)
-            )));
+        let (attn, mlp) = (&captured.attention_writes, &captured.mlp_writes);
+        let blocks = r.len().saturating_sub(1);
+        let point = self.read_point;
+        let missing =
+            |what: &str, n: usize| Err(Error::Data(format!("{n} {what} for {blocks} blocks")));
+        if point.reads_mid_block() && mids.len() != blocks {
+            return missing("mid-block residuals", mids.len());
         }
-        Ok(match self.read_point {
+        if point.reads_writes() && (attn.len() != blocks || mlp.len() != blocks) {
+            return missing("attention and MLP writes", attn.len().min(mlp.len()));
+        }
+        Ok(match point {
             ReadPoint::Block => embed.into_iter().chain(&r[1..]).collect(),
             ReadPoint::Attention => embed.into_iter().chain(mids).chain([last]).collect(),
+            ReadPoint::AttnOut => embed.into_iter().chain(attn).chain([last]).collect(),
+            ReadPoint::MlpOut => embed.into_iter().chain(mlp).chain([last]).collect(),
             ReadPoint::Both => embed
                 .into_iter()
                 .chain(mids.iter().zip(&r[1..]).flat_map(|(m, b)| [m, b]))
+                .collect(),
+            ReadPoint::Components => embed
+                .into_iter()
+                .chain(
+                    attn.iter()
+                        .zip(mlp)
+                        .zip(&r[1..])
+                        .flat_map(|((a, m), b)| [a, m, b]),
+                )
                 .collect(),
         })
     }
@@ -967,11 +983,11 @@ impl Profiler {
             let (stats, kept) = self.lens.apply_keep_rows(&self.model, &rows, &keep)?;
             (stats, kept, vec![None; picks.len()])
         };
-        // Attention read point: the final block's row was read for KL and sampling only.
-        let shown = if self.read_point == ReadPoint::Attention {
-            nl - 1
-        } else {
-            nl
+        // Read points of one kind that is not the block output (the residual after attention, or
+        // a write): the final block's row was read for KL and sampling only.
+        let shown = match self.read_point {
+            ReadPoint::Attention | ReadPoint::AttnOut | ReadPoint::MlpOut => nl - 1,
+            ReadPoint::Block | ReadPoint::Both | ReadPoint::Components => nl,
         };
         let entries = picks
             .iter()
@@ -1005,7 +1021,7 @@ impl Profiler {
 /// A tuned lens with a mid-block read point.
 fn tuned_mid_block() -> Error {
     Error::invalid(
-        "a tuned lens has translators for the block outputs only; read it at --read-point block (or use --lens logit for the mid-block point)",
+        "a tuned lens has translators for the block outputs only; read it at --read-point block (or use --lens logit for the mid-block point and the blocks' attention and MLP writes)",
     )
 }
 
