@@ -162,6 +162,10 @@ fn kl_training_warm_started_from_the_shortcut_starts_lower() {
     let text = smollm2_text();
     let tmp = tempfile::tempdir().unwrap();
     let first_losses = |init: Init, model: &mut entropy_lens::model::Model| {
+        let name = match &init {
+            Init::Lens(_) => "lens".to_string(),
+            other => format!("{other:?}"),
+        };
         let opts = TrainOptions {
             tokens: 512,
             step_tokens: 256,
@@ -170,7 +174,7 @@ fn kl_training_warm_started_from_the_shortcut_starts_lower() {
             init,
             ..Default::default()
         };
-        let out = tmp.path().join(format!("{init:?}"));
+        let out = tmp.path().join(name);
         let report = train_lens(model, &tokenizer, &text, &opts, &out, &mut |_| {}).unwrap();
         let state: TrainState =
             serde_json::from_str(&std::fs::read_to_string(out.join("train_state.json")).unwrap())
@@ -181,6 +185,60 @@ fn kl_training_warm_started_from_the_shortcut_starts_lower() {
     let (warm, warm_first) = first_losses(Init::Shortcut, &mut model);
     assert_eq!(zero.method, None);
     assert_eq!(warm.method, Some(Method::KlFromShortcut));
+    // The same shortcut lens fitted apart on the windows the two steps visit, saved, then given as
+    // `--init lens:DIR`: the first step starts from exactly that lens.
+    let saved = tmp.path().join("saved-shortcut");
+    let fit = ShortcutOptions {
+        tokens: 512,
+        seq_len: 64,
+        holdout_tokens: 128,
+        ..Default::default()
+    };
+    train_shortcut(
+        &mut model,
+        &tokenizer,
+        &text,
+        &fit,
+        &saved,
+        &mut |_| {},
+        None,
+    )
+    .unwrap();
+    let (from_saved, saved_first) = first_losses(Init::Lens(saved.clone()), &mut model);
+    assert_eq!(from_saved.method, Some(Method::KlFromLens));
+    // Equal up to the order of rayon's parallel sums (which moves last bits when other tests
+    // compete for the threads).
+    for (i, (s, w)) in saved_first.iter().zip(&warm_first).enumerate() {
+        assert!(
+            (s - w).abs() <= 1e-9 * w.abs(),
+            "layer {i}: from the saved lens {s}, from the fit {w}"
+        );
+    }
+    // A saved lens of another model is refused before any step.
+    let other = tmp.path().join("other");
+    TunedLens::zeros("other", 64, 3)
+        .unwrap()
+        .save(&other)
+        .unwrap();
+    let opts = TrainOptions {
+        tokens: 512,
+        step_tokens: 256,
+        seq_len: 64,
+        holdout_tokens: 128,
+        init: Init::Lens(other),
+        ..Default::default()
+    };
+    let err = train_lens(
+        &mut model,
+        &tokenizer,
+        &text,
+        &opts,
+        &tmp.path().join("x"),
+        &mut |_| {},
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("was made for a model of 3 blocks"), "{err}");
     for (i, (z, w)) in zero_first.iter().zip(&warm_first).enumerate() {
         assert!(w < z, "layer {i}: warm start {w} ≥ zero start {z}");
     }
@@ -213,6 +271,8 @@ fn train_lens_refuses_flags_of_the_other_method() {
             &["--method", "shortcut", "--init", "shortcut"][..],
             "--init shortcut applies to --method kl",
         ),
+        (&["--init", "lens:"][..], "unknown --init `lens:`"),
+        (&["--init", "warm"][..], "or lens:DIR (a saved lens)"),
         (
             &["--ridge", "0.1"][..],
             "--ridge applies to --method shortcut",

@@ -225,8 +225,14 @@ pub struct ProfileArgs {
     #[arg(long, value_name = "next|ID")]
     pub target: Option<String>,
     /// Where to read the residual stream: block (after each block, the paper's), attention (after
-    /// each block's attention, before its MLP; sequential-residual models only) or both.
-    #[arg(long, default_value = "block", value_name = "block|attention|both")]
+    /// each block's attention, before its MLP; sequential-residual models only) or both; or what
+    /// each block writes to it, through the same lens: attn-out (its attention output), mlp-out
+    /// (its MLP output) or components (attn-out, mlp-out and block, per block). Logit lens only.
+    #[arg(
+        long,
+        default_value = "block",
+        value_name = "block|attention|both|attn-out|mlp-out|components"
+    )]
     pub read_point: String,
     /// Never prepend BOS.
     #[arg(long)]
@@ -264,9 +270,10 @@ pub struct TrainLensArgs {
     /// from each layer's residual to the last one, in closed form (forward passes only: minutes).
     #[arg(long, default_value = "kl", value_parser = ["kl", "shortcut"])]
     pub method: String,
-    /// Where KL training starts: zero (the logit lens, the package's start) or shortcut (the
-    /// shortcut lens fitted on the same training windows).
-    #[arg(long, default_value = "zero", value_parser = ["zero", "shortcut"])]
+    /// Where KL training starts: zero (the logit lens, the package's start), shortcut (the
+    /// shortcut lens fitted on the same training windows) or lens:DIR (a saved lens, e.g. a
+    /// shortcut lens fitted on more tokens than the training visits).
+    #[arg(long, default_value = "zero", value_name = "zero|shortcut|lens:DIR")]
     pub init: String,
     /// The shortcut fit's ridge, relative to the mean variance of a layer's residual (0 = ordinary
     /// least squares) [default: 1e-6].

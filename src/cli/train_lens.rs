@@ -45,8 +45,13 @@ impl TrainLensArgs {
             ("--step-tokens", self.step_tokens.is_some()),
             ("--lr-scale", self.lr_scale.is_some()),
             ("--checkpoint-every", self.checkpoint_every.is_some()),
-            ("--init shortcut", self.init != "zero"),
         ];
+        if self.init != "zero" {
+            return Err(Error::invalid(format!(
+                "--init {} applies to --method kl; the shortcut lens is fitted in one closed-form pass",
+                self.init
+            )));
+        }
         if let Some((flag, _)) = kl_only.iter().find(|(_, given)| *given) {
             return Err(Error::invalid(format!(
                 "{flag} applies to --method kl; the shortcut lens is fitted in one closed-form pass"

@@ -10,6 +10,7 @@ use crate::model::Model;
 
 mod device;
 mod extras;
+pub mod heldout;
 pub mod shortcut;
 pub mod stats;
 mod torch_file;

@@ -22,7 +22,8 @@ use candle_core::{DType, Device, Tensor};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::trainer::{evaluate, residual_rows, split_windows, TrainReport};
+use super::heldout::evaluate;
+use super::trainer::{residual_rows, split_windows, TrainReport};
 use super::tuned::{Translator, TunedLens};
 use crate::error::{Error, Result};
 use crate::model::{Model, TextTokenizer};
@@ -390,14 +391,14 @@ pub fn train_shortcut(
     let holdout = split.holdout();
     let kl_logit = evaluate(model, &readout, &zero, &holdout, opts.chunk_tokens)?;
     let kl_tuned = evaluate(model, &readout, &lens, &holdout, opts.chunk_tokens)?;
-    let report = TrainReport {
-        model: info.name.clone(),
-        tokens_trained: train.len() * opts.seq_len,
-        holdout_tokens: holdout.len() * opts.seq_len,
+    let report = TrainReport::new(
+        &info.name,
+        train.len() * opts.seq_len,
+        holdout.len() * opts.seq_len,
         kl_logit,
         kl_tuned,
-        method: Some(crate::lens::trainer::Method::Shortcut),
-    };
+        Some(crate::lens::trainer::Method::Shortcut),
+    );
     let json = serde_json::to_string_pretty(&report)? + "\n";
     crate::cache::write_atomic(&out.join("train_report.json"), json.as_bytes())?;
     Ok(report)

@@ -18,6 +18,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
+use super::heldout::{evaluate, HeldOutKl};
 use super::train::{sgd_nesterov, zeros_like, FinalDist, Readout};
 use super::tuned::{Translator, TunedLens};
 use crate::error::{Error, Result};
@@ -50,7 +51,7 @@ pub struct TrainOptions {
 }
 
 /// Where KL training starts.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Init {
     /// Zero translators: the logit lens (the tuned-lens package's start).
@@ -59,6 +60,9 @@ pub enum Init {
     /// The linear-shortcut lens fitted in closed form on the same training windows
     /// ([`crate::lens::shortcut`]).
     Shortcut,
+    /// A lens saved in the tuned-lens package's format (e.g. a shortcut lens fitted on more
+    /// tokens than the training will visit), by its folder.
+    Lens(std::path::PathBuf),
 }
 
 impl Init {
@@ -66,14 +70,17 @@ impl Init {
         *self == Init::Zero
     }
 
-    /// `zero` or `shortcut`.
+    /// `zero`, `shortcut` or `lens:DIR`.
     pub fn parse(name: &str) -> Result<Self> {
         match name {
             "zero" => Ok(Init::Zero),
             "shortcut" => Ok(Init::Shortcut),
-            other => Err(Error::invalid(format!(
-                "unknown --init `{other}`: zero (the logit lens, the package's start) or shortcut (the closed-form shortcut lens)"
-            ))),
+            other => match other.strip_prefix("lens:") {
+                Some(dir) if !dir.is_empty() => Ok(Init::Lens(dir.into())),
+                _ => Err(Error::invalid(format!(
+                    "unknown --init `{other}`: zero (the logit lens, the package's start), shortcut (the closed-form shortcut lens, fitted on the training windows) or lens:DIR (a saved lens)"
+                ))),
+            },
         }
     }
 }
@@ -86,6 +93,8 @@ pub enum Method {
     Shortcut,
     /// KL training started from the shortcut lens.
     KlFromShortcut,
+    /// KL training started from a saved lens (`--init lens:DIR`).
+    KlFromLens,
 }
 
 impl Default for TrainOptions {
@@ -158,15 +167,52 @@ pub struct TrainReport {
     /// How the lens was made; absent for KL training from zero (the tuned-lens package's way).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub method: Option<Method>,
+    /// Mean KL per layer of every held-out window, logit lens and trained lens ([windows][layers];
+    /// absent from reports written before they were kept).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kl_logit_by_window: Vec<Vec<f64>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kl_tuned_by_window: Vec<Vec<f64>>,
+    /// 95 % percentile-bootstrap intervals over the windows of `kl_logit` and `kl_tuned`
+    /// ([lo, hi] per layer; [`crate::lens::heldout::bootstrap_ci95`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kl_logit_ci95: Vec<[f64; 2]>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kl_tuned_ci95: Vec<[f64; 2]>,
 }
 
 impl TrainReport {
+    /// The report of a lens trained on `tokens_trained` tokens, from its held-out evaluation and
+    /// the logit lens's on the same windows.
+    pub fn new(
+        model: &str,
+        tokens_trained: usize,
+        holdout_tokens: usize,
+        logit: HeldOutKl,
+        tuned: HeldOutKl,
+        method: Option<Method>,
+    ) -> Self {
+        Self {
+            model: model.to_string(),
+            tokens_trained,
+            holdout_tokens,
+            kl_logit: logit.mean(),
+            kl_tuned: tuned.mean(),
+            method,
+            kl_logit_ci95: logit.ci95(),
+            kl_tuned_ci95: tuned.ci95(),
+            kl_logit_by_window: logit.by_window,
+            kl_tuned_by_window: tuned.by_window,
+        }
+    }
+
     /// What the `kl_tuned` column is: "tuned lens", "shortcut lens" or "tuned lens (from shortcut)".
     pub fn lens_label(&self) -> &'static str {
         match self.method {
             None => "tuned lens",
             Some(Method::Shortcut) => "shortcut lens",
             Some(Method::KlFromShortcut) => "tuned lens (from shortcut)",
+            Some(Method::KlFromLens) => "tuned lens (from a saved lens)",
         }
     }
 }
@@ -346,8 +392,13 @@ pub fn train_lens_watched(
             (lens, velocity, state)
         }
         None => {
-            let lens = match opts.init {
+            let lens = match &opts.init {
                 Init::Zero => TunedLens::zeros(&info.name, info.d_model, l)?,
+                Init::Lens(dir) => {
+                    let lens = TunedLens::from_folder(dir)?;
+                    lens.check_fits(&info.name, info.d_model, l)?;
+                    lens
+                }
                 Init::Shortcut => {
                     // The windows the steps will visit, each once.
                     let visited =
@@ -442,14 +493,18 @@ pub fn train_lens_watched(
     let zero = TunedLens::zeros(&info.name, info.d_model, l)?;
     let kl_logit = evaluate(model, &readout, &zero, &holdout, opts.chunk_tokens)?;
     let kl_tuned = evaluate(model, &readout, &lens, &holdout, opts.chunk_tokens)?;
-    let result = TrainReport {
-        model: info.name.clone(),
-        tokens_trained: steps * per_step * opts.seq_len,
-        holdout_tokens: holdout.len() * opts.seq_len,
+    let result = TrainReport::new(
+        &info.name,
+        steps * per_step * opts.seq_len,
+        holdout.len() * opts.seq_len,
         kl_logit,
         kl_tuned,
-        method: (opts.init == Init::Shortcut).then_some(Method::KlFromShortcut),
-    };
+        match opts.init {
+            Init::Zero => None,
+            Init::Shortcut => Some(Method::KlFromShortcut),
+            Init::Lens(_) => Some(Method::KlFromLens),
+        },
+    );
     let text = serde_json::to_string_pretty(&result)? + "\n";
     crate::cache::write_atomic(&out.join("train_report.json"), text.as_bytes())?;
     Ok(result)
@@ -583,7 +638,7 @@ fn final_probs(model: &Model, last: &Tensor) -> Result<Tensor> {
 /// Calls `visit(layer, rows, final, weight, bias)` for every chunk of at most `chunk` positions
 /// and every translator, and returns the number of positions. The final distribution of a chunk is
 /// computed once for all translators; the zero bias of a bias-free translator once for all chunks.
-fn for_each_chunk(
+pub(crate) fn for_each_chunk(
     model: &Model,
     lens: &TunedLens,
     rows: &[Tensor],
@@ -642,24 +697,4 @@ fn step_grads(
         .map(|g| g.ok_or_else(|| Error::Data("no positions in the batch".into())))
         .collect::<Result<Vec<_>>>()?;
     Ok((grads, kl.iter().map(|s| s / total as f64).collect()))
-}
-
-/// Mean KL(final ‖ lens) per layer 0 … L − 1 over the windows.
-pub(crate) fn evaluate(
-    model: &mut Model,
-    readout: &Readout,
-    lens: &TunedLens,
-    windows: &[&Vec<u32>],
-    chunk: usize,
-) -> Result<Vec<f64>> {
-    let mut sums = vec![0f64; lens.translators.len()];
-    let mut count = 0usize;
-    for w in windows.chunks(8) {
-        let rows = residual_rows(model, w)?;
-        count += for_each_chunk(model, lens, &rows, chunk, |i, h, target, weight, bias| {
-            sums[i] += readout.kl_sum(h, target, weight, bias)?;
-            Ok(())
-        })?;
-    }
-    Ok(sums.iter().map(|s| s / count.max(1) as f64).collect())
 }

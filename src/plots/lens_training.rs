@@ -9,20 +9,33 @@ use crate::lens::trainer::TrainReport;
 impl TrainReport {
     /// The per-layer table as text.
     pub fn table(&self) -> Table {
+        // Reports written before the per-window KL was kept have no intervals.
+        let with_ci = self.kl_tuned_ci95.len() == self.kl_tuned.len()
+            && self.kl_logit_ci95.len() == self.kl_logit.len();
+        let ci_label = format!("{}: 95 % CI over windows", self.lens_label());
+        let mut columns = vec!["layer", "logit lens", self.lens_label(), "ratio"];
+        if with_ci {
+            columns.push(&ci_label);
+        }
         let mut t = Table::new(
             format!(
                 "Mean KL(final ‖ lens) on {} held-out tokens, nats ({}, {} training tokens)",
                 self.holdout_tokens, self.model, self.tokens_trained
             ),
-            &["layer", "logit lens", self.lens_label(), "ratio"],
+            &columns,
         );
         for (l, (a, b)) in self.kl_logit.iter().zip(&self.kl_tuned).enumerate() {
-            t.row(vec![
+            let mut row = vec![
                 l.to_string(),
                 format!("{a:.4}"),
                 format!("{b:.4}"),
                 format!("{:.3}", b / a.max(1e-12)),
-            ]);
+            ];
+            if with_ci {
+                let [lo, hi] = self.kl_tuned_ci95[l];
+                row.push(format!("{lo:.4} – {hi:.4}"));
+            }
+            t.row(row);
         }
         t
     }
