@@ -2,9 +2,9 @@
 //!
 //! * `tests/fixtures/experiments/*`: one small run of every experiment, written by entropy-lens at
 //!   commit 2e6f325 (before experiments became plug-ins; `tests/fixtures/experiments/README.md`).
-//!   `finish` on their `config.json` + `records.jsonl` reproduces their `result.json`,
-//!   `profiles.npy` and `index.json` byte for byte, and the config and records serialise back to
-//!   their own bytes;
+//!   `finish` on their `config.json` + `records.jsonl` reproduces their `result.json` (byte for
+//!   byte once the statistics added since are taken out: [`strip_added`]), `profiles.npy` and
+//!   `index.json` byte for byte, and the config and records serialise back to their own bytes;
 //! * `docs/results/*`: every committed configuration opens (its sha256 checks) and serialises back
 //!   to its bytes, and every `result.json` there and in `tests/golden/experiments/` parses and
 //!   serialises back to its bytes.
@@ -51,6 +51,30 @@ fn text(p: &Path) -> String {
     String::from_utf8(read(p)).unwrap()
 }
 
+/// Statistics a later version adds to a result (`validate`'s `c1_ties`: C1 with ties handled,
+/// 2026-12-07), removed from `result` (at its top level, or one level down for an outcome's
+/// wrapper); the names removed.
+fn strip_added(result: &mut serde_json::Value) -> Vec<&'static str> {
+    const ADDED: [&str; 1] = ["c1_ties"];
+    let mut removed = Vec::new();
+    let mut strip = |v: &mut serde_json::Value| {
+        if let Some(map) = v.as_object_mut() {
+            for key in ADDED {
+                if map.remove(key).is_some() {
+                    removed.push(key);
+                }
+            }
+        }
+    };
+    if let Some(map) = result.as_object_mut() {
+        for inner in map.values_mut() {
+            strip(inner);
+        }
+    }
+    strip(result);
+    removed
+}
+
 #[test]
 fn finish_reproduces_every_fixture_byte_for_byte() {
     let dirs = folders("tests/fixtures/experiments");
@@ -77,13 +101,37 @@ fn finish_reproduces_every_fixture_byte_for_byte() {
         }
         let outcome =
             experiments::finish(tmp.path()).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
-        for f in ["result.json", "profiles.npy", "index.json"] {
+        for f in ["profiles.npy", "index.json"] {
             assert!(
                 read(&d.join(f)) == read(&tmp.path().join(f)),
                 "{}: {f} differs from the one the earlier version wrote",
                 d.display()
             );
         }
+        // result.json: every value the earlier version wrote, to the bit, once the statistics
+        // added since are taken out (byte for byte where nothing was added).
+        let (old_text, new_text) = (
+            text(&d.join("result.json")),
+            text(&tmp.path().join("result.json")),
+        );
+        let mut now: serde_json::Value = serde_json::from_str(&new_text).unwrap();
+        let added = strip_added(&mut now);
+        let then: serde_json::Value = serde_json::from_str(&old_text).unwrap();
+        if added.is_empty() {
+            assert!(old_text == new_text, "{}: result.json differs", d.display());
+        }
+        let moved: Vec<&String> = then
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(k, v)| now.get(k.as_str()) != Some(v))
+            .map(|(k, _)| k)
+            .collect();
+        assert!(
+            moved.is_empty() && now.as_object().unwrap().len() == then.as_object().unwrap().len(),
+            "{}: result.json differs from the one the earlier version wrote (beyond {added:?}): {moved:?}",
+            d.display()
+        );
         assert!(tmp.path().join("report.html").is_file());
         assert_eq!(
             config_bytes(&d),
@@ -99,7 +147,12 @@ fn finish_reproduces_every_fixture_byte_for_byte() {
             "{}: records serialise back to other bytes",
             d.display()
         );
-        assert_eq!(Outcome::load(&d).unwrap(), outcome);
+        let json = |o: &Outcome| -> serde_json::Value {
+            serde_json::from_str(&o.to_json().unwrap()).unwrap()
+        };
+        let mut finished = json(&outcome);
+        strip_added(&mut finished);
+        assert_eq!(json(&Outcome::load(&d).unwrap()), finished);
         println!("{}: byte-identical", d.display());
     }
 }

@@ -2,7 +2,8 @@
 //! produced by `tests/golden/make_stats.py`).
 
 use entropy_lens::analysis::metrics::{
-    f1_macro, paired_t_test, roc_auc_binary, roc_auc_ovr_macro, spearman,
+    corrected_paired_t_test, f1_macro, kendall_tau_b, paired_t_test, roc_auc_binary,
+    roc_auc_ovr_macro, spearman,
 };
 use entropy_lens::analysis::{
     knn_cross_validate, pca, trustworthiness, tsne, KnnClassifier, KnnCvConfig, Labels, TsneConfig,
@@ -132,6 +133,58 @@ fn spearman_and_paired_t_test_equal_scipy() {
         assert!((t - et).abs() <= 1e-9 * et.abs().max(1.0), "t {t} vs {et}");
         assert!((p - ep).abs() <= 1e-9, "p {p} vs {ep}");
     }
+}
+
+/// `tests/golden/stats/kendall.json`, written by `tests/golden/make_kendall.py` (scipy).
+fn kendall_fixture() -> Value {
+    let p = std::path::PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("run through cargo"),
+    )
+    .join("tests/golden/stats/kendall.json");
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+#[test]
+fn kendall_tau_b_equals_scipy_with_and_without_ties() {
+    let f = kendall_fixture();
+    let cases = f["kendall"].as_array().unwrap();
+    assert!(cases.len() >= 6);
+    for case in cases {
+        let name = case["name"].as_str().unwrap();
+        let got = kendall_tau_b(&vecf(&case["x"]), &vecf(&case["y"])).unwrap();
+        match (got, case["tau_b"].as_f64()) {
+            (None, None) => {}
+            (Some((tau, p)), Some(want)) => {
+                assert!(
+                    (tau - want).abs() < 1e-12,
+                    "{name}: τ-b {tau} vs scipy {want}"
+                );
+                let want_p = case["p_value"].as_f64().unwrap();
+                // Relative: one p-value is 5e-151.
+                assert!(
+                    (p - want_p).abs() <= 1e-9 * want_p.max(1e-300) + 1e-14,
+                    "{name}: p {p} vs scipy {want_p}"
+                );
+            }
+            (got, want) => panic!("{name}: {got:?} vs scipy {want:?}"),
+        }
+    }
+}
+
+#[test]
+fn corrected_paired_t_test_equals_the_formula_and_is_more_cautious_than_the_plain_one() {
+    let f = kendall_fixture();
+    let c = &f["corrected_t_test"];
+    let (a, b) = (vecf(&c["a"]), vecf(&c["b"]));
+    let ratio = c["test_over_train"].as_f64().unwrap();
+    let (t, p) = corrected_paired_t_test(&a, &b, ratio).unwrap().unwrap();
+    assert!((t - c["t"].as_f64().unwrap()).abs() < 1e-12, "{t}");
+    assert!((p - c["p_value"].as_f64().unwrap()).abs() < 1e-12, "{p}");
+    let (t0, p0) = paired_t_test(&a, &b).unwrap().unwrap();
+    assert!((t0 - c["plain_t"].as_f64().unwrap()).abs() < 1e-12);
+    assert!((p0 - c["plain_p_value"].as_f64().unwrap()).abs() < 1e-12);
+    assert!(p > p0, "the correction widens the interval: {p} vs {p0}");
+    assert!(corrected_paired_t_test(&a, &b, 0.0).is_err());
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use ndarray::ArrayView2;
 use serde::{Deserialize, Serialize};
 
-use super::metrics::spearman;
+use super::metrics::{kendall_tau_b, mean_std, spearman};
 use super::table::{fmt_opt, Table};
 use crate::error::{Error, Result};
 use crate::profile::{delta, EntropyProfile};
@@ -74,6 +74,59 @@ pub fn c1_spearman(model: &str, profiles: &[EntropyProfile]) -> Result<C1Result>
     let c =
         ndarray::Array2::from_shape_vec((rows, l), c).map_err(|e| Error::Data(e.to_string()))?;
     c1_from_matrices(model, h.view(), c.view())
+}
+
+/// C1 with ties handled. Most top-p counts do not change from one block to the next (Δcount = 0),
+/// and Spearman's ρ over average ranks credits a whole block of tied pairs at once; Kendall's τ-b
+/// counts a tied pair neither as concordant nor as discordant, and ρ over the pairs whose count
+/// changed leaves the ties out. A lens that moves C1's ρ while τ-b and the changed-pair ρ stay put
+/// changed the ties, not how entropy tracks the candidate set.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct C1Ties {
+    /// Kendall's τ-b of (ΔH, Δcount), pooled, and its two-sided p-value.
+    pub kendall_tau_b: Option<f64>,
+    pub kendall_p_value: Option<f64>,
+    /// Share of the pooled pairs whose top-p count did not change.
+    pub unchanged_count_share: f64,
+    /// Spearman's ρ over the pooled pairs whose count changed, and how many they are.
+    pub spearman_changed: Option<f64>,
+    pub n_changed: usize,
+    /// Per-prompt τ-b: mean and population standard deviation over the prompts where it is defined.
+    pub per_prompt_tau_b_mean: Option<f64>,
+    pub per_prompt_tau_b_std: Option<f64>,
+    pub per_prompt_tau_b_defined: usize,
+}
+
+impl C1Ties {
+    /// The pooled statistics of (ΔH, Δcount) pairs `dh`, `dc`, with the per-prompt τ-b values
+    /// computed by the caller (`per_prompt`).
+    pub fn of(dh: &[f64], dc: &[f64], per_prompt: &[f64]) -> Result<Self> {
+        let tau = kendall_tau_b(dh, dc)?;
+        let (mut h, mut c) = (Vec::new(), Vec::new());
+        for (&a, &b) in dh.iter().zip(dc) {
+            if b != 0.0 {
+                h.push(a);
+                c.push(b);
+            }
+        }
+        let spearman_changed = if h.len() >= 3 {
+            spearman(&h, &c)?.map(|x| x.0)
+        } else {
+            None
+        };
+        let (mean, std) = mean_std(per_prompt);
+        let defined = !per_prompt.is_empty();
+        Ok(Self {
+            kendall_tau_b: tau.map(|x| x.0),
+            kendall_p_value: tau.map(|x| x.1),
+            unchanged_count_share: (dh.len() - h.len()) as f64 / dh.len().max(1) as f64,
+            spearman_changed,
+            n_changed: h.len(),
+            per_prompt_tau_b_mean: defined.then_some(mean),
+            per_prompt_tau_b_std: defined.then_some(std),
+            per_prompt_tau_b_defined: per_prompt.len(),
+        })
+    }
 }
 
 /// C2 for one model: per adjacent pair of layers, the share of top-p candidates the two layers have

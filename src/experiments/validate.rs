@@ -18,8 +18,8 @@ use super::outputs::{check_depths, generation_label, FeatureLayout, Features};
 use super::plan::{Plan, PlanOption};
 use super::settings::{ExperimentConfig, Protocol, Scale, StatSettings};
 use super::store::{Record, WorkItem};
-use crate::analysis::metrics::{mean_std, spearman};
-use crate::analysis::validation::C2Accumulator;
+use crate::analysis::metrics::{kendall_tau_b, mean_std, spearman};
+use crate::analysis::validation::{C1Ties, C2Accumulator};
 use crate::analysis::Table;
 use crate::error::{Error, Result};
 use crate::lens::StatSpec;
@@ -158,6 +158,10 @@ pub struct ValidateResult {
     pub c1_per_prompt_mean: Option<f64>,
     pub c1_per_prompt_std: Option<f64>,
     pub c1_per_prompt_defined: usize,
+    /// C1 with ties handled: Kendall's τ-b, ρ over the pairs whose count changed (absent from
+    /// results written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub c1_ties: Option<C1Ties>,
     /// C2 per block 2..L (Figure 1).
     pub c2_by_block: Vec<C2Block>,
     /// Mean over blocks of `current` (the paper's reading), `previous` and `jaccard`.
@@ -193,6 +197,7 @@ pub fn finish(
     }
     let (mut dh_all, mut dc_all) = (Vec::new(), Vec::new());
     let mut per_prompt = Vec::new();
+    let mut per_prompt_tau = Vec::new();
     let mut c2 = C2Accumulator::default();
     let (mut h_sum, mut c_sum) = (vec![0.0; l], vec![0.0; l]);
     let mut n_positions = 0usize;
@@ -211,6 +216,9 @@ pub fn finish(
         if dh.len() >= 3 {
             if let Some((rho, _)) = spearman(&dh, &dc)? {
                 per_prompt.push(rho);
+            }
+            if let Some((tau, _)) = kendall_tau_b(&dh, &dc)? {
+                per_prompt_tau.push(tau);
             }
         }
         dh_all.extend(dh);
@@ -263,6 +271,7 @@ pub fn finish(
         c1_per_prompt_mean: defined.then_some(pp_mean),
         c1_per_prompt_std: defined.then_some(pp_std),
         c1_per_prompt_defined: per_prompt.len(),
+        c1_ties: Some(C1Ties::of(&dh_all, &dc_all, &per_prompt_tau)?),
         c2_by_block: (0..l - 1)
             .map(|j| C2Block {
                 block: j + 2,
@@ -334,8 +343,13 @@ impl ValidateResult {
                 "ρ per prompt",
                 "prompts with ρ",
                 "positions",
+                "τ-b pooled",
+                "τ-b per prompt",
+                "ρ, count changed",
+                "count unchanged",
             ],
         );
+        let ties = self.c1_ties.as_ref();
         c1.row(vec![
             opt(self.c1_spearman, 4),
             self.c1_p_value
@@ -349,6 +363,16 @@ impl ValidateResult {
             ),
             format!("{}/{}", self.c1_per_prompt_defined, self.n_prompts),
             self.n_positions.to_string(),
+            opt(ties.and_then(|t| t.kendall_tau_b), 4),
+            format!(
+                "{} ± {}",
+                opt(ties.and_then(|t| t.per_prompt_tau_b_mean), 3),
+                opt(ties.and_then(|t| t.per_prompt_tau_b_std), 3)
+            ),
+            opt(ties.and_then(|t| t.spearman_changed), 4),
+            ties.map_or("n/a".into(), |t| {
+                format!("{:.1} %", 100.0 * t.unchanged_count_share)
+            }),
         ]);
         let mut c2 = Table::new(
             format!(
