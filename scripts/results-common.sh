@@ -1,15 +1,18 @@
 # Sourced by scripts/results.sh (the paper's experiments) and scripts/results-tuned-lens.sh (the same
 # tables through a tuned lens): the build, the models, the data, and the timed, resumable steps.
-# Expects OUT (the RUNS_DIR) to be set; defines EL, SMOL, GEMMA, STORIES, MMLU, TIMES, TUNED_LENS_STEPS,
+# Expects OUT (the RUNS_DIR) to be set (and ENTROPY_LENS_BIN, optionally: a binary to run instead of
+# building this checkout's); defines EL, SMOL, GEMMA, STORIES, MMLU, TIMES, TUNED_LENS_STEPS,
 # timed, run and print_timings.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/entropy-lens/target}"
 STORIES="${TINYSTORIES:-data/tinystories/valid.jsonl}"
 MMLU="${MMLU:-data/mmlu/test.jsonl}"
-cargo build --release --quiet
+# ENTROPY_LENS_BIN: run with that binary instead of building this checkout's.
+BUILT="${ENTROPY_LENS_BIN:-$CARGO_TARGET_DIR/release/entropy-lens}"
+[ -n "${ENTROPY_LENS_BIN:-}" ] || cargo build --release --quiet
 # A copy, so that rebuilding during the hours this takes does not change the binary mid-way.
 EL="$OUT/.entropy-lens"
 mkdir -p "$OUT"
-cp "$CARGO_TARGET_DIR/release/entropy-lens" "$EL"
+cp "$BUILT" "$EL.new" && mv "$EL.new" "$EL"
 # Which build ran which steps (a resumed run may continue with a newer one).
 printf '%s\t%s\t%s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
   "$(git describe --always --dirty 2>/dev/null || echo unknown)" "$(sha256sum "$EL" | cut -c1-16)" >>"$OUT/binaries.tsv"

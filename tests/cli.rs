@@ -591,3 +591,110 @@ fn model_names_resolve_in_the_models_folder_from_any_folder() {
         "{err}"
     );
 }
+
+/// `compare-runs` pairs two runs of one experiment fold by fold (the committed tasks runs through
+/// the logit and the tuned lens), with the plain and the corrected paired t-test computed from
+/// their `auc_folds`; refuses runs of different experiments; and compares a validate run's C1
+/// prompt by prompt when its records are there (a run against itself: no difference, no test).
+#[test]
+fn compare_runs_pairs_scores_fold_by_fold() {
+    use entropy_lens::analysis::metrics::{corrected_paired_t_test, paired_t_test};
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let a = root.join("docs/results/tasks-SmolLM2-135M-Instruct.Q4_1");
+    let b = root.join("docs/results/tasks-tuned-SmolLM2-135M-Instruct.Q4_1");
+    let out = run(&[
+        "compare-runs",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(got["lens_a"], "logit");
+    assert!(got["lens_b"]
+        .as_str()
+        .unwrap()
+        .starts_with("tuned 82747436"));
+    let read = |dir: &std::path::Path| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(dir.join("result.json")).unwrap()).unwrap()
+    };
+    let (ra, rb) = (read(&a), read(&b));
+    let folds = |v: &serde_json::Value| -> Vec<f64> {
+        v["auc_folds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect()
+    };
+    let scores = got["scores"].as_array().unwrap();
+    let paths: Vec<&str> = scores.iter().map(|s| s["path"].as_str().unwrap()).collect();
+    assert_eq!(
+        paths,
+        [
+            "knn",
+            "layer_subsets.first",
+            "layer_subsets.middle",
+            "layer_subsets.last",
+            "layer_subsets.first_middle_last",
+            "layer_subsets.all"
+        ]
+    );
+    for s in scores {
+        let path = s["path"].as_str().unwrap();
+        let pick = |r: &serde_json::Value| path.split('.').fold(r.clone(), |v, k| v[k].clone());
+        let (fa, fb) = (folds(&pick(&ra)), folds(&pick(&rb)));
+        match paired_t_test(&fb, &fa).unwrap() {
+            None => assert!(s["p_value"].is_null(), "{path}"),
+            Some((_, p)) => {
+                assert_eq!(s["p_value"].as_f64().unwrap(), p, "{path}");
+                let (_, pc) = corrected_paired_t_test(&fb, &fa, 1.0 / 9.0)
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(s["corrected_p_value"].as_f64().unwrap(), pc, "{path}");
+                assert!(pc > p, "{path}: the correction is more cautious");
+            }
+        }
+    }
+    // The last block reads the model's own distribution under both lenses: the same folds.
+    assert_eq!(scores[3]["mean_difference"].as_f64().unwrap(), 0.0);
+    // Different experiments are refused, naming a difference.
+    let err = fails(&[
+        "compare-runs",
+        a.to_str().unwrap(),
+        root.join("docs/results/formats-SmolLM2-135M-Instruct.Q4_1")
+            .to_str()
+            .unwrap(),
+    ]);
+    assert!(
+        err.contains("not the same experiment read two ways") && err.contains("data."),
+        "{err}"
+    );
+    let err = fails(&["compare-runs", a.to_str().unwrap(), "/nonexistent/run"]);
+    assert!(err.contains("/nonexistent/run"), "{err}");
+    // A validate run with its records, against itself.
+    let v = root.join("tests/fixtures/experiments/validate");
+    let out = run(&[
+        "compare-runs",
+        v.to_str().unwrap(),
+        v.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let per_prompt = got["per_prompt"].as_array().unwrap();
+    assert_eq!(per_prompt.len(), 2);
+    for s in per_prompt {
+        assert_eq!(s["prompts"], 3);
+        assert_eq!(s["mean_difference"].as_f64().unwrap(), 0.0);
+        assert!(s["p_value"].is_null());
+    }
+}

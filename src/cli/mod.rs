@@ -137,6 +137,7 @@ pub fn dispatch(cli: Cli, out: &mut impl Write) -> Result<()> {
             json,
         } => experiment::merge(&dirs, &dest, json, out),
         Command::Finish { dir, json } => experiment::finish(&dir, json, out),
+        Command::CompareRuns { a, b, json } => experiment::compare_runs(&a, &b, json, out),
         Command::TrainLens(args) => train_lens::train_lens(&args, out),
         Command::Explore(args) => explore::explore(&args, out),
         Command::FetchModels => {

@@ -35,6 +35,7 @@ mod finish;
 pub mod inputs;
 mod outcome;
 pub mod outputs;
+pub mod paired;
 pub mod plan;
 pub mod progress;
 pub mod report;
