@@ -93,7 +93,7 @@ class Profile:
 
     @property
     def read_point(self) -> str:
-        """``block``, ``attention`` or ``both``."""
+        """``block``, ``attention``, ``both``, ``attn-out``, ``mlp-out`` or ``components``."""
         return self._p.read_point
 
     @property
@@ -407,7 +407,8 @@ class Profiler:
         orders, ``'inf'`` allowed), ``top_p`` (mass of the candidate set, in (0, 1]), ``top_k``,
         ``kl`` (KL to the final distribution), ``target`` (``'next'`` or a token id: its rank and
         log-probability), ``lens`` (``'logit'`` or ``'tuned:<folder>'``), ``read_point``
-        (``block``, ``attention``, ``both``), ``skip`` (blocks 1…L whose writes are zeroed),
+        (``block``, ``attention``, ``both``; or what each block writes: ``attn-out``,
+        ``mlp-out``, ``components``, logit lens only), ``skip`` (blocks 1…L whose writes are zeroed),
         ``batch_size`` (default 8 on the CPU), ``embed`` (layer 0 too), ``add_bos``.
         ``progress=True`` prints one updating line.
         """
