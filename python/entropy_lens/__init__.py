@@ -30,6 +30,7 @@ __all__ = [
     "c2",
     "run_experiment",
     "load_run",
+    "compare_runs",
     "Run",
     "train_lens",
     "fetch_models",
@@ -48,6 +49,7 @@ _LAZY = {
     "c2": "._stats",
     "run_experiment": "._runs",
     "load_run": "._runs",
+    "compare_runs": "._runs",
     "Run": "._runs",
     "train_lens": "._runs",
     "fetch_models": "._runs",
@@ -59,7 +61,15 @@ _LAZY = {
 if TYPE_CHECKING:
     from ._figure import Figure, reset_plotly_js
     from ._profile import Profile, Profiler
-    from ._runs import Run, experiments, fetch_models, load_run, run_experiment, train_lens
+    from ._runs import (
+        Run,
+        compare_runs,
+        experiments,
+        fetch_models,
+        load_run,
+        run_experiment,
+        train_lens,
+    )
     from ._stats import c1, c2, knn_auc
 
 

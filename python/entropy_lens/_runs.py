@@ -118,6 +118,14 @@ def load_run(folder: PathLike) -> Run:
     return Run(folder)
 
 
+def compare_runs(a: PathLike, b: PathLike) -> Dict[str, Any]:
+    """Two finished runs of one experiment that differ only in their lens (or ``kl``), compared
+    pair by pair, as ``entropy-lens compare-runs A B --json``: ``scores`` (every cross-validated
+    score fold by fold: means, b − a, the plain and the corrected paired t-test's p-values) and,
+    for ``validate`` runs with their records, ``per_prompt`` (C1's ρ and τ-b prompt by prompt)."""
+    return json.loads(_native.compare_runs(os.fspath(a), os.fspath(b)))
+
+
 def run_experiment(
     name: str,
     model: Optional[str] = None,
@@ -158,7 +166,7 @@ def train_lens(
     """Trains (or resumes) a tuned lens as ``entropy-lens train-lens`` does; returns its report
     (held-out KL per layer, logit lens and the trained lens). Options: ``method`` (``"kl"``, the
     default, or ``"shortcut"``: the linear-shortcut lens in closed form, minutes instead of
-    hours), ``init`` (``"zero"`` or ``"shortcut"``: where KL training starts), ``ridge``
+    hours), ``init`` (``"zero"``, ``"shortcut"`` or ``"lens:DIR"``: where KL training starts), ``ridge``
     (shortcut), ``tokens``, ``step_tokens``, ``seq_len``, ``holdout_tokens``, ``lr_scale``,
     ``seed``, ``checkpoint_every``, ``skip_records``, ``device``, ``dtype``. Ctrl-C stops after
     the step under way, with a checkpoint; calling again resumes (a shortcut fit starts over).

@@ -24,6 +24,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(runs::run_experiment, m)?)?;
     m.add_function(wrap_pyfunction!(runs::train_lens, m)?)?;
     m.add_function(wrap_pyfunction!(runs::load_outcome, m)?)?;
+    m.add_function(wrap_pyfunction!(runs::compare_runs, m)?)?;
     m.add_function(wrap_pyfunction!(runs::experiments_catalog, m)?)?;
     m.add_function(wrap_pyfunction!(runs::outcome_charts, m)?)?;
     m.add_function(wrap_pyfunction!(runs::outcome_tables, m)?)?;

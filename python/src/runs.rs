@@ -104,6 +104,18 @@ pub fn load_outcome(dir: &str) -> PyResult<String> {
         .py()
 }
 
+/// Two finished runs of one experiment that differ only in their lens, compared pair by pair
+/// (`entropy-lens compare-runs A B --json`).
+#[pyfunction]
+pub fn compare_runs(a: &str, b: &str) -> PyResult<String> {
+    let c = entropy_lens::experiments::paired::compare_runs(
+        std::path::Path::new(a),
+        std::path::Path::new(b),
+    )
+    .py()?;
+    serde_json::to_string(&c).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
+}
+
 /// A finished experiment folder's charts, as the CLI's report draws them.
 #[pyfunction]
 pub fn outcome_charts(dir: &str) -> PyResult<Vec<crate::profiler::ChartParts>> {

@@ -2,6 +2,7 @@
 
 import html
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -100,3 +101,19 @@ def test_experiment_errors_are_python_exceptions(smollm2, tmp_path):
         el.load_run(tmp_path)
     names = [e["name"] for e in el.experiments()]
     assert names == ["validate", "tasks", "formats", "mmlu", "skip", "family", "vit"]
+
+
+def test_compare_runs_is_the_cli_comparison():
+    """The committed tasks runs through the logit and the tuned lens: the same JSON as
+    ``entropy-lens compare-runs A B --json``, computed by the library."""
+    root = Path(__file__).resolve().parents[2] / "docs" / "results"
+    a = root / "tasks-SmolLM2-135M-Instruct.Q4_1"
+    b = root / "tasks-tuned-SmolLM2-135M-Instruct.Q4_1"
+    got = el.compare_runs(a, b)
+    assert got == json.loads(cli("compare-runs", str(a), str(b), "--json").stdout)
+    paths = [s["path"] for s in got["scores"]]
+    assert paths[0] == "knn" and "layer_subsets.last" in paths
+    last = got["scores"][paths.index("layer_subsets.last")]
+    assert last["mean_difference"] == 0.0 and last["p_value"] is None
+    with pytest.raises(ValueError, match="not the same experiment"):
+        el.compare_runs(a, root / "formats-SmolLM2-135M-Instruct.Q4_1")
