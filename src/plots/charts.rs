@@ -701,9 +701,8 @@ fn bands_chart(
     if groups.is_empty() {
         return Err(Error::Data("no groups to plot".into()));
     }
-    let mut plot = Plot::new();
-    let (mut series, mut bands) = (Vec::new(), Vec::new());
-    for (i, b) in groups.iter().enumerate() {
+    let mut lines = Vec::new();
+    for b in groups {
         if b.mean.len() != b.std.len() || b.mean.is_empty() {
             return Err(Error::Data(format!(
                 "group {:?} has {} means and {} deviations",
@@ -712,39 +711,83 @@ fn bands_chart(
                 b.std.len()
             )));
         }
+        lines.push(IntervalLine {
+            name: b.name.clone(),
+            label: format!("{} (n = {})", b.name, b.n),
+            xs: x_axis(b.mean.len()),
+            lo: b.mean.iter().zip(&b.std).map(|(a, s)| a - s).collect(),
+            hi: b.mean.iter().zip(&b.std).map(|(a, s)| a + s).collect(),
+            mean: b.mean.clone(),
+        });
+    }
+    interval_lines(title, x_label, y_label, &lines)
+}
+
+/// A line with a shaded interval around it (a confidence interval, or mean ± std).
+#[derive(Clone, Debug, PartialEq)]
+pub struct IntervalLine {
+    pub name: String,
+    /// The legend entry (e.g. the name and its count).
+    pub label: String,
+    pub xs: Vec<f64>,
+    pub mean: Vec<f64>,
+    pub lo: Vec<f64>,
+    pub hi: Vec<f64>,
+}
+
+/// Lines with shaded intervals (e.g. held-out KL ± its bootstrap interval, one line per lens).
+pub fn interval_lines(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    lines: &[IntervalLine],
+) -> Result<Chart> {
+    if lines.is_empty() {
+        return Err(Error::Data("no lines to plot".into()));
+    }
+    let mut plot = Plot::new();
+    let (mut series, mut bands) = (Vec::new(), Vec::new());
+    for (i, b) in lines.iter().enumerate() {
+        let n = b.mean.len();
+        if n == 0 || b.xs.len() != n || b.lo.len() != n || b.hi.len() != n {
+            return Err(Error::Data(format!(
+                "line {:?} has {} x values, {} means and {}/{} interval ends",
+                b.name,
+                b.xs.len(),
+                n,
+                b.lo.len(),
+                b.hi.len()
+            )));
+        }
         let name = &b.name;
-        let (mean, std) = (b.mean.clone(), &b.std);
-        let xs = x_axis(mean.len());
-        let hi: Vec<f64> = mean.iter().zip(std).map(|(a, b)| a + b).collect();
-        let lo: Vec<f64> = mean.iter().zip(std).map(|(a, b)| a - b).collect();
         let color = PALETTE[i % PALETTE.len()];
         plot.add_trace(
-            Scatter::new(xs.clone(), hi.clone())
+            Scatter::new(b.xs.clone(), b.hi.clone())
                 .mode(Mode::Lines)
                 .line(plotly::common::Line::new().width(0.0).color(color))
                 .show_legend(false)
                 .legend_group(name)
-                .name(format!("{name} +σ")),
+                .name(format!("{name} (upper)")),
         );
         plot.add_trace(
-            Scatter::new(xs.clone(), lo.clone())
+            Scatter::new(b.xs.clone(), b.lo.clone())
                 .mode(Mode::Lines)
                 .line(plotly::common::Line::new().width(0.0).color(color))
                 .fill(plotly::common::Fill::ToNextY)
                 .fill_color(format!("{color}33"))
                 .show_legend(false)
                 .legend_group(name)
-                .name(format!("{name} −σ")),
+                .name(format!("{name} (lower)")),
         );
         plot.add_trace(
-            Scatter::new(xs.clone(), mean.clone())
+            Scatter::new(b.xs.clone(), b.mean.clone())
                 .mode(Mode::Lines)
                 .line(plotly::common::Line::new().color(color).width(2.0))
                 .legend_group(name)
-                .name(format!("{name} (n = {})", b.n)),
+                .name(b.label.clone()),
         );
-        series.push((name.clone(), xs, mean));
-        bands.push(Some((lo, hi)));
+        series.push((name.clone(), b.xs.clone(), b.mean.clone()));
+        bands.push(Some((b.lo.clone(), b.hi.clone())));
     }
     let title = title.to_string();
     plot.set_layout(layout(&title, x_label, y_label, 420));

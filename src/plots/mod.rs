@@ -14,16 +14,18 @@ use crate::error::{Error, Result};
 
 pub mod charts;
 mod lens_training;
+pub use lens_training::{lens_comparison_chart, training_curves_chart};
 mod report;
 mod svg;
 mod traces;
 
 pub use charts::{
     cosine_similarity, delta_bars, delta_mean_bars, depth_normalized, depth_profile_bands,
-    entropy_heatmap, kl_by_block, lens_fit_chart, matrix_std, mean_profile_bands, point_axis,
-    prediction_depth_curves, profile_bands, profile_lines, profile_table, projection_scatter,
-    renyi_lines, renyi_similarity, similarity_panels, skip_curves, target_rank_heatmap,
-    target_trace, xy_lines, xy_lines_log_y, xy_scatter, Band, HeatMetric,
+    entropy_heatmap, interval_lines, kl_by_block, lens_fit_chart, matrix_std, mean_profile_bands,
+    point_axis, prediction_depth_curves, profile_bands, profile_lines, profile_table,
+    projection_scatter, renyi_lines, renyi_similarity, similarity_panels, skip_curves,
+    target_rank_heatmap, target_trace, xy_lines, xy_lines_log_y, xy_scatter, Band, HeatMetric,
+    IntervalLine,
 };
 pub use report::{profiles_report_html, ReportItem};
 pub(crate) use svg::Sketch;
