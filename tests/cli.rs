@@ -698,3 +698,81 @@ fn compare_runs_pairs_scores_fold_by_fold() {
         assert!(s["p_value"].is_null());
     }
 }
+
+/// `compare-runs` on two lens folders pairs their held-out KL window by window: the difference's
+/// mean is the difference of the means, a constant shift has a zero-width interval, and lenses
+/// read on other windows (or reports without per-window KL) are refused.
+#[test]
+fn compare_runs_pairs_two_lenses_window_by_window() {
+    let tmp = tempfile::tempdir().unwrap();
+    let logit: Vec<Vec<f64>> = (0..6)
+        .map(|w| vec![10.0 + w as f64, 8.0, 6.0 - 0.5 * w as f64])
+        .collect();
+    let lens = |shift: f64| -> Vec<Vec<f64>> {
+        (0..6)
+            .map(|w| vec![2.0, 1.0 + 0.1 * w as f64 + shift, 0.5 + shift])
+            .collect()
+    };
+    let write = |name: &str, tuned: &[Vec<f64>], logit: &[Vec<f64>]| {
+        let dir = tmp.path().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mean = |rows: &[Vec<f64>]| -> Vec<f64> {
+            (0..3)
+                .map(|j| rows.iter().map(|r| r[j]).sum::<f64>() / rows.len() as f64)
+                .collect()
+        };
+        let report = serde_json::json!({
+            "model": "m", "tokens_trained": 1024, "holdout_tokens": 3072,
+            "kl_logit": mean(logit), "kl_tuned": mean(tuned), "method": "shortcut",
+            "kl_logit_by_window": logit, "kl_tuned_by_window": tuned,
+        });
+        std::fs::write(dir.join("train_report.json"), report.to_string()).unwrap();
+        dir
+    };
+    let a = write("a", &lens(0.0), &logit);
+    let b = write("b", &lens(-0.25), &logit);
+    let out = run(&[
+        "compare-runs",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(got["windows"], 6);
+    // Blocks 1 and 2 (layer 0 left out): a's mean is (1.25 + 0.5) / 2 on average.
+    let blocks = |v: &Value| v["mean"].as_f64().unwrap();
+    assert!((blocks(&got["a_blocks"]) - (1.25 + 0.5) / 2.0).abs() < 1e-12);
+    assert!((blocks(&got["difference_blocks"]) + 0.25).abs() < 1e-12);
+    let ci = &got["difference_blocks"]["ci95"];
+    assert!(
+        (ci[0].as_f64().unwrap() + 0.25).abs() < 1e-12
+            && (ci[1].as_f64().unwrap() + 0.25).abs() < 1e-12
+    );
+    let logit_ci = &got["logit_blocks"]["ci95"];
+    assert!(logit_ci[0].as_f64().unwrap() < blocks(&got["logit_blocks"]));
+    assert_eq!(got["difference_by_layer"][0]["mean"].as_f64().unwrap(), 0.0);
+    // Another held-out set.
+    let mut other = logit.clone();
+    other[0][1] += 1.0;
+    let c = write("c", &lens(0.0), &other);
+    let err = fails(&["compare-runs", a.to_str().unwrap(), c.to_str().unwrap()]);
+    assert!(
+        err.contains("not evaluated on the same held-out windows"),
+        "{err}"
+    );
+    // A report written before per-window KL was kept.
+    let old = tmp.path().join("old");
+    std::fs::create_dir_all(&old).unwrap();
+    std::fs::write(
+        old.join("train_report.json"),
+        r#"{"model": "m", "tokens_trained": 1, "holdout_tokens": 1, "kl_logit": [1.0], "kl_tuned": [0.5]}"#,
+    )
+    .unwrap();
+    let err = fails(&["compare-runs", old.to_str().unwrap(), a.to_str().unwrap()]);
+    assert!(err.contains("keeps no per-window KL"), "{err}");
+}

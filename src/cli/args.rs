@@ -50,11 +50,12 @@ pub enum Command {
     },
     /// Compare two finished runs of one experiment that differ only in --lens and --kl, pair by
     /// pair: each cross-validated score fold by fold (plain and corrected paired t-tests) and, for
-    /// validate runs that kept their records, C1 prompt by prompt.
+    /// validate runs that kept their records, C1 prompt by prompt. Given two train-lens folders,
+    /// compares their held-out KL window by window (bootstrap intervals of b − a).
     CompareRuns {
-        /// The first run's folder (a).
+        /// The first run's (or lens's) folder (a).
         a: PathBuf,
-        /// The second run's folder (b); differences are b − a.
+        /// The second run's (or lens's) folder (b); differences are b − a.
         b: PathBuf,
         /// Print the comparison as JSON instead of tables.
         #[arg(long)]

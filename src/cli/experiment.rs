@@ -107,6 +107,15 @@ pub fn merge(dirs: &[PathBuf], dest: &Path, json: bool, out: &mut impl Write) ->
 /// Runs `entropy-lens finish`.
 /// `entropy-lens compare-runs A B`.
 pub fn compare_runs(a: &Path, b: &Path, json: bool, out: &mut impl Write) -> Result<()> {
+    // Two lens folders (train-lens outputs): their held-out evaluations, window by window.
+    if a.join("train_report.json").is_file() && b.join("train_report.json").is_file() {
+        let c = experiments::paired::compare_lenses(a, b)?;
+        return if json {
+            write(out, &serde_json::to_string_pretty(&c)?)
+        } else {
+            write(out, &c.table().to_string())
+        };
+    }
     let comparison = experiments::paired::compare_runs(a, b)?;
     if json {
         write(out, &serde_json::to_string_pretty(&comparison)?)

@@ -69,6 +69,152 @@ pub struct RunComparison {
     pub per_prompt: Vec<PromptComparison>,
 }
 
+/// One held-out mean KL with its 95 % bootstrap interval over windows.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WindowMean {
+    pub mean: f64,
+    pub ci95: [f64; 2],
+}
+
+/// Two lenses of one model evaluated on the same held-out windows (`train_report.json` of each
+/// `train-lens` folder), window by window: layer by layer and over blocks 1 … L − 1 (the residuals
+/// a table reads; the embedding output left out), each lens's KL and the paired difference b − a,
+/// with 95 % percentile-bootstrap intervals over windows (the same resamples for a, b and their
+/// difference).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LensComparison {
+    pub model: String,
+    pub a: String,
+    pub b: String,
+    pub windows: usize,
+    pub tokens_a: usize,
+    pub tokens_b: usize,
+    /// Mean over blocks 1 … L − 1.
+    pub logit_blocks: WindowMean,
+    pub a_blocks: WindowMean,
+    pub b_blocks: WindowMean,
+    pub difference_blocks: WindowMean,
+    /// Per layer 0 … L − 1: b − a.
+    pub difference_by_layer: Vec<WindowMean>,
+}
+
+/// Compares two lens folders' held-out evaluations (see [`LensComparison`]).
+///
+/// # Errors
+/// A folder without `train_report.json`, reports without per-window KL (written before it was
+/// kept), or reports of other models or held-out windows.
+pub fn compare_lenses(a: &Path, b: &Path) -> Result<LensComparison> {
+    use crate::lens::heldout::{bootstrap_ci95, layer_means};
+    use crate::lens::trainer::TrainReport;
+    let read = |dir: &Path| -> Result<TrainReport> {
+        let path = dir.join("train_report.json");
+        let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+        let r: TrainReport = serde_json::from_str(&text)
+            .map_err(|e| Error::Data(format!("{}: {e}", path.display())))?;
+        if r.kl_tuned_by_window.is_empty() || r.kl_logit_by_window.is_empty() {
+            return Err(Error::invalid(format!(
+                "{} keeps no per-window KL (written before 2026-12-07): train the lens again to compare it",
+                path.display()
+            )));
+        }
+        Ok(r)
+    };
+    let (ra, rb) = (read(a)?, read(b)?);
+    // The same windows read through the same logit lens: equal up to the order of parallel sums.
+    let close = |x: &[Vec<f64>], y: &[Vec<f64>]| {
+        x.len() == y.len()
+            && x.iter().zip(y).all(|(u, v)| {
+                u.len() == v.len()
+                    && u.iter()
+                        .zip(v)
+                        .all(|(p, q)| (p - q).abs() <= 1e-12 * p.abs().max(q.abs()))
+            })
+    };
+    if ra.model != rb.model || !close(&ra.kl_logit_by_window, &rb.kl_logit_by_window) {
+        return Err(Error::invalid(format!(
+            "{} and {} were not evaluated on the same held-out windows of one model (models {} and {}, or another text, --seq-len or --holdout-tokens)",
+            a.display(),
+            b.display(),
+            ra.model,
+            rb.model
+        )));
+    }
+    let windows = ra.kl_tuned_by_window.len();
+    let (la, lb, lo) = (
+        layer_means(&ra.kl_tuned_by_window, 1),
+        layer_means(&rb.kl_tuned_by_window, 1),
+        layer_means(&ra.kl_logit_by_window, 1),
+    );
+    // One row per window: logit, a, b, b − a over blocks, then b − a per layer.
+    let rows: Vec<Vec<f64>> = (0..windows)
+        .map(|w| {
+            let per_layer = rb.kl_tuned_by_window[w]
+                .iter()
+                .zip(&ra.kl_tuned_by_window[w])
+                .map(|(y, x)| y - x);
+            [lo[w], la[w], lb[w], lb[w] - la[w]]
+                .into_iter()
+                .chain(per_layer)
+                .collect()
+        })
+        .collect();
+    let ci = bootstrap_ci95(&rows);
+    if ci.len() != rows.first().map_or(0, Vec::len) {
+        return Err(Error::invalid(format!(
+            "{windows} held-out window(s): an interval needs at least two"
+        )));
+    }
+    let n = windows as f64;
+    let at = |j: usize| WindowMean {
+        mean: rows.iter().map(|r| r[j]).sum::<f64>() / n,
+        ci95: ci[j],
+    };
+    Ok(LensComparison {
+        model: ra.model.clone(),
+        a: a.display().to_string(),
+        b: b.display().to_string(),
+        windows,
+        tokens_a: ra.tokens_trained,
+        tokens_b: rb.tokens_trained,
+        logit_blocks: at(0),
+        a_blocks: at(1),
+        b_blocks: at(2),
+        difference_blocks: at(3),
+        difference_by_layer: (4..rows[0].len()).map(at).collect(),
+    })
+}
+
+impl LensComparison {
+    /// The comparison as a table: layer by layer, then over the blocks.
+    pub fn table(&self) -> Table {
+        let ci = |m: &WindowMean| format!("{:+.3} [{:+.3}, {:+.3}]", m.mean, m.ci95[0], m.ci95[1]);
+        let mut t = Table::new(
+            format!(
+                "{}: held-out KL of {} (b) − {} (a), {} windows, nats (95 % bootstrap CI)",
+                self.model, self.b, self.a, self.windows
+            ),
+            &["layer", "b − a"],
+        );
+        for (l, m) in self.difference_by_layer.iter().enumerate() {
+            t.row(vec![l.to_string(), ci(m)]);
+        }
+        t.row(vec!["blocks 1 … L − 1".into(), ci(&self.difference_blocks)]);
+        t.note(format!(
+            "mean over blocks 1 … L − 1: logit lens {:.3} [{:.3}, {:.3}], a {:.3} [{:.3}, {:.3}], b {:.3} [{:.3}, {:.3}]",
+            self.logit_blocks.mean,
+            self.logit_blocks.ci95[0],
+            self.logit_blocks.ci95[1],
+            self.a_blocks.mean,
+            self.a_blocks.ci95[0],
+            self.a_blocks.ci95[1],
+            self.b_blocks.mean,
+            self.b_blocks.ci95[0],
+            self.b_blocks.ci95[1]
+        ));
+        t
+    }
+}
+
 /// Compares the finished runs in folders `a` and `b`.
 ///
 /// # Errors

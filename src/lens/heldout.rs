@@ -84,6 +84,18 @@ pub fn bootstrap_ci95(rows: &[Vec<f64>]) -> Vec<[f64; 2]> {
         .collect()
 }
 
+/// The mean over layers `from..` of each window's KL ([windows]), e.g. the blocks a table reads
+/// (from 1: the embedding output left out).
+pub fn layer_means(by_window: &[Vec<f64>], from: usize) -> Vec<f64> {
+    by_window
+        .iter()
+        .map(|w| {
+            let tail = w.get(from..).unwrap_or(&[]);
+            tail.iter().sum::<f64>() / tail.len().max(1) as f64
+        })
+        .collect()
+}
+
 /// The `q` quantile of sorted `v` by linear interpolation between order statistics (numpy's
 /// default).
 fn percentile(v: &[f64], q: f64) -> f64 {

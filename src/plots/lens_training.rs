@@ -98,7 +98,12 @@ pub fn lens_comparison_chart(title: &str, reports: &[(&str, &TrainReport)]) -> R
     };
     let mut lines = vec![line("logit lens", &first.kl_logit, &first.kl_logit_ci95)?];
     for (name, r) in reports {
-        if r.kl_logit != first.kl_logit {
+        let same = r.kl_logit.len() == first.kl_logit.len()
+            && r.kl_logit
+                .iter()
+                .zip(&first.kl_logit)
+                .all(|(p, q)| (p - q).abs() <= 1e-12 * p.abs().max(q.abs()));
+        if !same {
             return Err(crate::Error::Data(format!(
                 "{name} was evaluated on other held-out windows than {} (its logit-lens KL differs)",
                 reports[0].0
