@@ -35,9 +35,17 @@ fn convergence_figures(dir: &Path, figures: &Path) -> entropy_lens::Result<()> {
         let budget: usize = n
             .split('-')
             .nth(1)
-            .map(|b| b.split('x').filter_map(|x| x.parse::<usize>().ok()).product())
+            .map(|b| {
+                b.split('x')
+                    .filter_map(|x| x.parse::<usize>().ok())
+                    .product()
+            })
             .unwrap_or(0);
-        (n.split('-').next().unwrap_or("").to_string(), budget, n.clone())
+        (
+            n.split('-').next().unwrap_or("").to_string(),
+            budget,
+            n.clone(),
+        )
     });
     for model in MODELS {
         for method in ["shortcut", "kl"] {
