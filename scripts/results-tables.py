@@ -350,6 +350,236 @@ def reruns(root):
             table(["step", "page (s)", "rerun (s)", "page ÷ rerun", "files identical"], rows)
 
 
+# The lens study (issue 44): scripts/results-lens-convergence.sh, -reread.sh, -compare.sh, -collect.sh.
+REFERENCE = "shortcut-65536"
+
+
+def jload(*parts):
+    path = os.path.join(*parts)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def ci(m, digits=2):
+    """A WindowMean of compare-runs: mean [lo, hi]."""
+    return f"{m['mean']:.{digits}f} [{m['ci95'][0]:.{digits}f}, {m['ci95'][1]:.{digits}f}]"
+
+
+def signed_ci(m, digits=3):
+    return f"{m['mean']:+.{digits}f} [{m['ci95'][0]:+.{digits}f}, {m['ci95'][1]:+.{digits}f}]"
+
+
+def study_seconds(root):
+    """Wall time per step of the lens study (docs/results/lens-study-timings.tsv), summed over resumes."""
+    seconds = {}
+    path = os.path.join(root, "lens-study-timings.tsv")
+    if os.path.exists(path):
+        for line in open(path):
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) >= 2:
+                seconds[parts[0]] = seconds.get(parts[0], 0) + int(parts[1])
+    return seconds
+
+
+def budget_key(name):
+    """shortcut-4096-…, kl-16x1024-… → (method, tokens, seed suffix)."""
+    parts = name.split("-")
+    tokens = 1
+    for x in parts[1].split("x"):
+        tokens *= int(x)
+    return (0 if parts[0] == "shortcut" else 1, tokens, "seed" in name)
+
+
+def lens_convergence(root):
+    """Held-out KL against the training budget (issue 44, item 2): every lens of lens-convergence/
+    against the model's 65,536-token shortcut lens, window by window (compare/<lens>.json)."""
+    folder = os.path.join(root, "lens-convergence")
+    if not os.path.isdir(folder):
+        return
+    seconds = study_seconds(root)
+    for run, label in MODELS:
+        names = sorted((n for n in os.listdir(folder) if n.endswith(run)), key=budget_key)
+        ref = f"{REFERENCE}-{run}"
+        comparisons = {n: jload(folder, "compare", f"{n}.json") for n in names if n != ref}
+        comparisons = {n: c for n, c in comparisons.items() if c is not None}
+        if not comparisons:
+            continue
+        any_c = next(iter(comparisons.values()))
+        print(f"## lens convergence {run}: held-out {any_c['windows']} windows of 512 tokens; mean KL over blocks "
+              f"1 … L − 1, nats [95 % bootstrap CI over windows]\n")
+        rows = [["logit lens", "", "", "", ci(any_c["logit_blocks"]), "", ""]]
+        for n in names:
+            report = jload(folder, n, "train_report.json")
+            state = jload(folder, n, "train_state.json")
+            short = n[: -len(run) - 1]
+            if state is not None:
+                o = state["options"]
+                how = f"KL from {REFERENCE}: {len(state['losses'])} steps × {o['step_tokens']:,}, lr × {o['lr_scale']}"
+                seed = str(o["seed"])
+            else:
+                how = "shortcut (closed form)"
+                seed = "7" if "seed7" in n else "42"
+            own = comparisons[n]["b_blocks"] if n in comparisons else any_c["a_blocks"]
+            diff = signed_ci(comparisons[n]["difference_blocks"]) if n in comparisons else "(reference)"
+            rows.append([short, how, f"{report['tokens_trained']:,}", seed, ci(own), diff,
+                         f"{seconds[n]:,}" if n in seconds else ""])
+        table(["lens", "method", "tokens", "seed", "mean KL, blocks 1 … L − 1", f"− {REFERENCE}", "wall (s)"], rows)
+
+
+def lens_convergence_layers(root):
+    """Per layer, the logit lens, the 65,536-token shortcut lens and the longest KL training from it,
+    each ± its bootstrap interval over held-out windows."""
+    folder = os.path.join(root, "lens-convergence")
+    if not os.path.isdir(folder):
+        return
+    for run, _ in MODELS:
+        ref = jload(folder, f"{REFERENCE}-{run}", "train_report.json")
+        if ref is None:
+            continue
+        kl = sorted((n for n in os.listdir(folder) if n.startswith("kl-") and n.endswith(run) and "seed" not in n),
+                    key=budget_key)
+        cols = [("logit lens", ref["kl_logit"], ref["kl_logit_ci95"]), (REFERENCE, ref["kl_tuned"], ref["kl_tuned_ci95"])]
+        if kl:
+            r = jload(folder, kl[-1], "train_report.json")
+            cols.append((kl[-1][: -len(run) - 1], r["kl_tuned"], r["kl_tuned_ci95"]))
+        print(f"## lens convergence by layer {run}: held-out KL, nats [95 % bootstrap CI]\n")
+        rows = [[str(j)] + [f"{m[j]:.2f} [{c[j][0]:.2f}, {c[j][1]:.2f}]" for _, m, c in cols]
+                for j in range(len(ref["kl_logit"]))]
+        table(["layer"] + [name for name, _, _ in cols], rows)
+
+
+def reread_validate(root):
+    """Table 1 and C2 through the logit and the shortcut lens, with ties handled, on the same prompts
+    and generations (reread/validate-<lens>-<model>/), and C1 prompt by prompt (reread/compare/)."""
+    folder = os.path.join(root, "reread")
+    rows, tests = [], []
+    for run, _ in MODELS:
+        for lens in ("logit", "shortcut"):
+            r = jload(folder, f"validate-{lens}-{run}", "result.json")
+            if r is None:
+                continue
+            t = r["c1_ties"]
+            h, s = r["mean_entropy_by_block"], r["mean_top_p_count_by_block"]
+            rows.append([run, lens, f"{r['c1_spearman']:.4f}", f"{t['kendall_tau_b']:.4f}",
+                         f"{t['spearman_changed']:.4f}", f"{100 * t['unchanged_count_share']:.1f} %",
+                         f"{r['c1_per_prompt_mean']:.3f} ± {r['c1_per_prompt_std']:.3f}",
+                         f"{t['per_prompt_tau_b_mean']:.3f} ± {t['per_prompt_tau_b_std']:.3f}",
+                         f"{r['c2_mean']:.3f}", f"{r['c2_mean_previous']:.3f}", f"{r['c2_mean_jaccard']:.3f}",
+                         f"{sum(h) / len(h):.2f}", f"{sum(s) / len(s):.1f}"])
+        c = jload(folder, "compare", f"validate-{run}.json")
+        if c is not None:
+            for p in c["per_prompt"]:
+                tests.append([run, p["statistic"], str(p["prompts"]), f"{p['mean_a']:.3f}", f"{p['mean_b']:.3f}",
+                              f"{p['mean_difference']:+.3f}", pval(p["p_value"])])
+    if rows:
+        print("## reread validate (Table 1, Figure 1)\n")
+        table(["model", "lens", "ρ pooled", "τ-b pooled", "ρ, count changed", "count unchanged", "ρ per prompt",
+               "τ-b per prompt", "C2 /\\|S_i\\|", "/\\|S_i−1\\|", "Jaccard", "mean H (nats)", "mean \\|S\\|"], rows)
+    if tests:
+        print("## reread C1 prompt by prompt (shortcut − logit, paired t-test over prompts)\n")
+        table(["model", "statistic", "prompts", "logit", "shortcut", "difference", "p"], tests)
+
+
+def reread_fit(root):
+    """KL(final ‖ lens) and the calibration gap per block on validate's own tokens, both lenses, and the
+    entropy profile they read (reread/validate-<lens>-<model>/result.json: lens_fit)."""
+    folder = os.path.join(root, "reread")
+    for run, _ in MODELS:
+        fits = [jload(folder, f"validate-{lens}-{run}", "result.json") for lens in ("logit", "shortcut")]
+        if any(f is None for f in fits):
+            continue
+        fits = [f["lens_fit"] for f in fits]
+        a = fits[0]
+        print(f"## reread lens fit {run}: {a['n_prompts']} prompts, {a['n_tokens']:,} tokens, final entropy "
+              f"{a['final_entropy']:.2f} nats; mean ± 95 % half-width over prompts\n")
+        rows = []
+        for j in range(len(a["mean_kl"])):
+            row = [str(j + 1)]
+            for f in fits:
+                row += [f"{f['mean_entropy'][j]:.2f}", f"{f['mean_kl'][j]:.2f} ± {f['kl_ci95'][j]:.2f}",
+                        f"{f['calibration_gap'][j]:+.2f} ± {f['gap_ci95'][j]:.2f}"]
+            rows.append(row)
+        table(["block", "H logit", "KL logit", "gap logit", "H shortcut", "KL shortcut", "gap shortcut"], rows)
+
+
+def reread_fit_summary(root):
+    """The lens fit of every re-read run, over blocks 1 … L − 1: where each table's tokens stand."""
+    folder = os.path.join(root, "reread")
+    rows = []
+    for exp in ("validate", "tasks", "formats-256"):
+        for run, _ in MODELS:
+            for lens in ("logit", "shortcut"):
+                r = jload(folder, f"{exp}-{lens}-{run}", "result.json")
+                if r is None or "lens_fit" not in r:
+                    continue
+                f = r["lens_fit"]
+                n = len(f["mean_kl"]) - 1
+                kl = sum(f["mean_kl"][:n]) / n
+                gap = sum(f["calibration_gap"][:n]) / n
+                h = sum(f["mean_entropy"][:n]) / n
+                worst = min(f["calibration_gap"][:n])
+                rows.append([exp, run, lens, f"{f['n_prompts']}", f"{f['n_tokens']:,}", f"{kl:.2f}", f"{gap:+.2f}",
+                             f"{worst:+.2f} (block {f['calibration_gap'].index(worst) + 1})", f"{h:.2f}",
+                             f"{f['final_entropy']:.2f}"])
+    if rows:
+        print("## reread lens fit, blocks 1 … L − 1 (means over blocks of the per-block means over prompts)\n")
+        table(["experiment", "model", "lens", "prompts", "tokens", "mean KL", "mean gap", "most negative gap",
+               "mean H", "final H"], rows)
+
+
+def reread_tasks(root):
+    folder = os.path.join(root, "reread")
+    rows = []
+    for run, label in MODELS:
+        c = jload(folder, "compare", f"tasks-{run}.json")
+        res = {lens: jload(folder, f"tasks-{lens}-{run}", "result.json") for lens in ("logit", "shortcut")}
+        if c is None or any(v is None for v in res.values()):
+            continue
+        by_path = {s["path"]: s for s in c["scores"]}
+        for lens in ("logit", "shortcut"):
+            r = res[lens]
+            cells = [pct(r["auc_mean"], r["auc_std"]), pct(r["f1_macro_mean"]), pval(r["p_value"])]
+            cells += [pct(r["layer_subsets"][k]["auc_mean"], r["layer_subsets"][k]["auc_std"])
+                      for k in ("first", "middle", "last", "first_middle_last", "all")]
+            rows.append([label, lens] + cells)
+        diff = ["shortcut − logit (p corrected)"]
+        for path in ("knn", "layer_subsets.first", "layer_subsets.middle", "layer_subsets.last",
+                     "layer_subsets.first_middle_last", "layer_subsets.all"):
+            s = by_path[path]
+            p = "n/a" if s["corrected_p_value"] is None else f"{s['corrected_p_value']:.2f}"
+            diff.append(f"{100 * s['mean_difference']:+.2f} ({p})")
+        rows.append([label, diff[0], diff[1], "", ""] + diff[2:])
+    if rows:
+        print("## reread tasks (Table 2, Table 5)\n")
+        table(["model", "lens", "ROC-AUC (%)", "macro F1 (%)", "p (vs dummy)", "first", "middle", "last",
+               "first + middle + last", "all"], rows)
+
+
+def reread_formats(root):
+    folder = os.path.join(root, "reread")
+    rows = []
+    for run, _ in MODELS:
+        c = jload(folder, "compare", f"formats-256-{run}.json")
+        res = {lens: jload(folder, f"formats-256-{lens}-{run}", "result.json") for lens in ("logit", "shortcut")}
+        have = [lens for lens in res if res[lens] is not None]
+        for lens in have:
+            r = res[lens]
+            rows.append([run, lens] + [pct(r["per_alpha"][a]["auc_mean"], r["per_alpha"][a]["auc_std"])
+                                       for a in ("0.5", "1", "5")])
+        if c is not None:
+            by_path = {s["path"]: s for s in c["scores"]}
+            cells = []
+            for a in ("0.5", "1", "5"):
+                s = by_path[f"per_alpha.{a}"]
+                cells.append(f"{100 * s['mean_difference']:+.2f} ({s['corrected_p_value']:.2f})")
+            rows.append([run, "shortcut − logit (p corrected)"] + cells)
+    if rows:
+        print("## reread formats (Table 3, 256 tokens)\n")
+        table(["model", "lens", "α = 0.5", "α = 1 (Shannon)", "α = 5"], rows)
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "docs/results"
     validate(root)
@@ -363,6 +593,13 @@ def main():
     lenses(root)
     lens_budgets(root)
     lens_methods(root)
+    lens_convergence(root)
+    lens_convergence_layers(root)
+    reread_validate(root)
+    reread_fit(root)
+    reread_fit_summary(root)
+    reread_tasks(root)
+    reread_formats(root)
     timings(root)
     reruns(root)
 
