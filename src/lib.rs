@@ -79,9 +79,9 @@ pub mod prelude {
     pub use crate::lens::{Lens, LensKind, StatSpec, TargetToken, TunedLens};
     pub use crate::model::{load, LoadOptions, Model, ModelSource, TextTokenizer, WeightDType};
     pub use crate::plots::{
-        delta_bars, depth_normalized, entropy_heatmap, kl_by_block, mean_profile_bands,
-        profile_lines, profile_table, projection_scatter, renyi_lines, renyi_similarity,
-        skip_curves, target_rank_heatmap, Chart, HeatMetric,
+        delta_bars, depth_normalized, entropy_heatmap, kl_by_block, lens_comparison_chart,
+        mean_profile_bands, profile_lines, profile_table, projection_scatter, renyi_lines,
+        renyi_similarity, skip_curves, target_rank_heatmap, Chart, HeatMetric,
     };
     pub use crate::profile::{EntropyProfile, PositionProfile, ReadPoint};
     pub use crate::runner::ImageProfiler;

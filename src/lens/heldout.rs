@@ -107,6 +107,54 @@ fn percentile(v: &[f64], q: f64) -> f64 {
     }
 }
 
+/// [`evaluate`] through the logit lens (zero translators), kept in the cache folder
+/// (`heldout/<key>.json`, the key a digest of the model's sha256 and the windows' token ids): every
+/// lens trained on one text is compared with the same logit-lens reading, and reading it again costs
+/// as much as reading the trained lens (a vocabulary-sized product per layer and token). A cache that
+/// cannot be read or written is skipped, not an error.
+pub(crate) fn evaluate_logit(
+    model: &mut Model,
+    readout: &Readout,
+    windows: &[&Vec<u32>],
+    chunk: usize,
+) -> Result<HeldOutKl> {
+    let info = model.info().clone();
+    let key = {
+        let mut bytes = format!("{}|{}|", info.sha256, info.n_layers).into_bytes();
+        for w in windows {
+            bytes.extend(w.iter().flat_map(|t| t.to_le_bytes()));
+            bytes.push(b'|');
+        }
+        crate::model::fingerprint::bytes_sha256(&bytes)
+    };
+    let path = crate::cache::cache_dir()
+        .ok()
+        .filter(|_| !info.sha256.is_empty())
+        .map(|d| d.join("heldout").join(format!("{key}.json")));
+    if let Some(text) = path.as_ref().and_then(|p| std::fs::read_to_string(p).ok()) {
+        if let Ok(kl) = serde_json::from_str::<HeldOutKl>(&text) {
+            if kl.by_window.len() == windows.len() {
+                return Ok(kl);
+            }
+        }
+    }
+    let zero = TunedLens::zeros(&info.name, info.d_model, info.n_layers)?;
+    let kl = evaluate(model, readout, &zero, windows, chunk)?;
+    if let Some(p) = path {
+        let written = p
+            .parent()
+            .map(std::fs::create_dir_all)
+            .transpose()
+            .ok()
+            .and_then(|_| serde_json::to_vec(&kl).ok())
+            .map(|bytes| crate::cache::write_atomic(&p, &bytes));
+        if let Some(Err(e)) = written {
+            log::debug!("held-out logit-lens KL not cached: {e}");
+        }
+    }
+    Ok(kl)
+}
+
 /// KL(final ‖ lens) per layer 0 … L − 1 of every window of `windows`, read through `lens`.
 pub(crate) fn evaluate(
     model: &mut Model,

@@ -22,7 +22,7 @@ use candle_core::{DType, Device, Tensor};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::heldout::evaluate;
+use super::heldout::{evaluate, evaluate_logit};
 use super::trainer::{residual_rows, split_windows, TrainReport};
 use super::tuned::{Translator, TunedLens};
 use crate::error::{Error, Result};
@@ -387,9 +387,8 @@ pub fn train_shortcut(
     lens.save(out)?;
     let info = model.info().clone();
     let readout = model.readout()?;
-    let zero = TunedLens::zeros(&info.name, info.d_model, info.n_layers)?;
     let holdout = split.holdout();
-    let kl_logit = evaluate(model, &readout, &zero, &holdout, opts.chunk_tokens)?;
+    let kl_logit = evaluate_logit(model, &readout, &holdout, opts.chunk_tokens)?;
     let kl_tuned = evaluate(model, &readout, &lens, &holdout, opts.chunk_tokens)?;
     let report = TrainReport::new(
         &info.name,

@@ -18,7 +18,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use super::heldout::{evaluate, HeldOutKl};
+use super::heldout::{evaluate, evaluate_logit, HeldOutKl};
 use super::train::{sgd_nesterov, zeros_like, FinalDist, Readout};
 use super::tuned::{Translator, TunedLens};
 use crate::error::{Error, Result};
@@ -490,8 +490,7 @@ pub fn train_lens_watched(
             )));
         }
     }
-    let zero = TunedLens::zeros(&info.name, info.d_model, l)?;
-    let kl_logit = evaluate(model, &readout, &zero, &holdout, opts.chunk_tokens)?;
+    let kl_logit = evaluate_logit(model, &readout, &holdout, opts.chunk_tokens)?;
     let kl_tuned = evaluate(model, &readout, &lens, &holdout, opts.chunk_tokens)?;
     let result = TrainReport::new(
         &info.name,
