@@ -408,8 +408,8 @@ class Profiler:
         ``kl`` (KL to the final distribution), ``target`` (``'next'`` or a token id: its rank and
         log-probability), ``lens`` (``'logit'`` or ``'tuned:<folder>'``), ``read_point``
         (``block``, ``attention``, ``both``; or what each block writes: ``attn-out``,
-        ``mlp-out``, ``components``, logit lens only), ``skip`` (blocks 1…L whose writes are zeroed),
-        ``batch_size`` (default 8 on the CPU), ``embed`` (layer 0 too), ``add_bos``.
+        ``mlp-out``, ``components``, logit lens only), ``skip`` (blocks 1…L whose writes are
+        zeroed), ``batch_size`` (default 8 on the CPU), ``embed`` (layer 0 too), ``add_bos``.
         ``progress=True`` prints one updating line.
         """
         items, single = _prompts(prompts)

@@ -166,10 +166,11 @@ def train_lens(
     """Trains (or resumes) a tuned lens as ``entropy-lens train-lens`` does; returns its report
     (held-out KL per layer, logit lens and the trained lens). Options: ``method`` (``"kl"``, the
     default, or ``"shortcut"``: the linear-shortcut lens in closed form, minutes instead of
-    hours), ``init`` (``"zero"``, ``"shortcut"`` or ``"lens:DIR"``: where KL training starts), ``ridge``
-    (shortcut), ``tokens``, ``step_tokens``, ``seq_len``, ``holdout_tokens``, ``lr_scale``,
-    ``seed``, ``checkpoint_every``, ``skip_records``, ``device``, ``dtype``. Ctrl-C stops after
-    the step under way, with a checkpoint; calling again resumes (a shortcut fit starts over).
+    hours), ``init`` (``"zero"``, ``"shortcut"`` or ``"lens:DIR"``: where KL training starts),
+    ``ridge`` (shortcut), ``tokens``, ``step_tokens``, ``seq_len``, ``holdout_tokens``,
+    ``lr_scale``, ``seed``, ``checkpoint_every``, ``skip_records``, ``device``, ``dtype``. Ctrl-C
+    stops after the step under way, with a checkpoint; calling again resumes (a shortcut fit
+    starts over).
     Use the lens with ``lens=f"tuned:{out}"``."""
     argv = _flags({"model": model, "out": out, "data": data, **options})
     cb, line = callback(progress, "train-lens")
