@@ -529,6 +529,49 @@ def reread_fit_summary(root):
                "mean H", "final H"], rows)
 
 
+FLAT_NATS = 0.05
+
+
+def reread_shape(root):
+    """The entropy profile's shape through the shortcut lens on validate's tokens, block by block, with the rule
+    of docs/results-tuned-lens.md: a change of mean entropy between blocks j − 1 and j is read as expansion (rise)
+    or pruning (fall) only where (a) the lens's held-out KL has flattened at both blocks (the upper end of the 95 %
+    interval of KL(16,384 tokens) − KL(65,536) below FLAT_NATS) and (b) the change is larger than the change of the
+    calibration gap between the two blocks plus both gaps' 95 % half-widths (else the lens's miscalibration could
+    make it); otherwise it is open."""
+    folder = os.path.join(root, "reread")
+    conv = os.path.join(root, "lens-convergence", "compare")
+    for run, _ in MODELS:
+        r = jload(folder, f"validate-shortcut-{run}", "result.json")
+        c = jload(conv, f"shortcut-16384-{run}.json")
+        if r is None or c is None:
+            continue
+        f = r["lens_fit"]
+        h, gap, gci = f["mean_entropy"], f["calibration_gap"], f["gap_ci95"]
+        # Layer j of the held-out report is the residual after block j (layer 0 the embedding output); the last
+        # block has no translator (exact).
+        moved = [d["ci95"][1] for d in c["difference_by_layer"]] + [0.0]
+        flat = [moved[j + 1] < FLAT_NATS for j in range(len(h))]
+        print(f"## reread shape {run}: shortcut lens, validate's {f['n_tokens']:,} tokens\n")
+        rows = []
+        for j in range(len(h)):
+            if j == 0:
+                rows.append(["1", f"{h[0]:.2f}", "", f"{gap[0]:+.2f} ± {gci[0]:.2f}", "", "yes" if flat[0] else "no",
+                             ""])
+                continue
+            dh, dg = h[j] - h[j - 1], gap[j] - gap[j - 1]
+            margin = abs(dg) + gci[j] + gci[j - 1]
+            if not (flat[j] and flat[j - 1]):
+                verdict = "open (lens not flat)"
+            elif abs(dh) <= margin:
+                verdict = "open (within the gap's change)"
+            else:
+                verdict = "expansion" if dh > 0 else "pruning"
+            rows.append([str(j + 1), f"{h[j]:.2f}", f"{dh:+.2f}", f"{gap[j]:+.2f} ± {gci[j]:.2f}", f"{dg:+.2f}",
+                         "yes" if flat[j] else "no", verdict])
+        table(["block", "H", "ΔH", "gap", "Δgap", "KL flat", "reading of ΔH"], rows)
+
+
 def reread_tasks(root):
     folder = os.path.join(root, "reread")
     rows = []
@@ -598,6 +641,7 @@ def main():
     reread_validate(root)
     reread_fit(root)
     reread_fit_summary(root)
+    reread_shape(root)
     reread_tasks(root)
     reread_formats(root)
     timings(root)
