@@ -16,7 +16,8 @@ for part in lens-convergence reread; do
     name="$(basename "$dir")"
     dest="$DOCS/$part/$name"
     if [ "$name" = compare ]; then
-      mkdir -p "$dest" && cp "$dir"/*.json "$dest/"
+      mkdir -p "$dest"
+      for f in "$dir"/*.json; do [ -f "$f" ] && cp "$f" "$dest/"; done
       continue
     fi
     # Finished runs only: a lens with its report, a run with its result.
