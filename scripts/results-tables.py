@@ -426,6 +426,13 @@ def lens_convergence(root):
             rows.append([short, how, f"{report['tokens_trained']:,}", seed, ci(own), diff,
                          f"{seconds[n]:,}" if n in seconds else ""])
         table(["lens", "method", "tokens", "seed", "mean KL, blocks 1 … L − 1", f"− {REFERENCE}", "wall (s)"], rows)
+        small, mid = comparisons.get(f"shortcut-4096-{run}"), comparisons.get(f"shortcut-16384-{run}")
+        if small is not None and mid is not None:
+            d1 = small["difference_blocks"]["mean"] - mid["difference_blocks"]["mean"]
+            d2 = mid["difference_blocks"]["mean"]
+            print(f"shortcut drops over blocks 1 … L − 1: 4,096 → 16,384 tokens {d1:.3f} nats, 16,384 → 65,536 "
+                  f"{d2:.3f} (ratio {d1 / d2:.1f}; the 1/N law of least squares predicts 4): at 65,536 tokens about "
+                  f"{d2 / 3:.3f} nats above its asymptote\n")
 
 
 def lens_convergence_layers(root):
@@ -535,8 +542,9 @@ FLAT_NATS = 0.05
 def reread_shape(root):
     """The entropy profile's shape through the shortcut lens on validate's tokens, block by block, with the rule
     of docs/results-tuned-lens.md: a change of mean entropy between blocks j − 1 and j is read as expansion (rise)
-    or pruning (fall) only where (a) the lens's held-out KL has flattened at both blocks (the upper end of the 95 %
-    interval of KL(16,384 tokens) − KL(65,536) below FLAT_NATS) and (b) the change is larger than the change of the
+    or pruning (fall) only where (a) the lens's held-out KL has flattened at both blocks (its distance to its own
+    asymptote at 65,536 tokens, a third of the upper end of the 95 % interval of KL(16,384 tokens) − KL(65,536) by
+    the 1/N law of least squares, below FLAT_NATS) and (b) the change is larger than the change of the
     calibration gap between the two blocks plus both gaps' 95 % half-widths (else the lens's miscalibration could
     make it); otherwise it is open."""
     folder = os.path.join(root, "reread")
@@ -551,7 +559,7 @@ def reread_shape(root):
         # Layer j of the held-out report is the residual after block j (layer 0 the embedding output); the last
         # block has no translator (exact).
         moved = [d["ci95"][1] for d in c["difference_by_layer"]] + [0.0]
-        flat = [moved[j + 1] < FLAT_NATS for j in range(len(h))]
+        flat = [moved[j + 1] / 3 < FLAT_NATS for j in range(len(h))]
         print(f"## reread shape {run}: shortcut lens, validate's {f['n_tokens']:,} tokens\n")
         rows = []
         for j in range(len(h)):
