@@ -267,11 +267,13 @@ pub struct ProfileArgs {
 pub struct TrainLensArgs {
     #[command(flatten)]
     pub model: ModelArgs,
-    /// Training text: a text file, or JSON Lines of {"text": ...} (e.g. data/tinystories/valid.jsonl).
+    /// Training text: a text file, JSON Lines of {"text": ...} (e.g. data/tinystories/valid.jsonl),
+    /// or an experiment's folder (or its records.jsonl): its prompts and generations as the model
+    /// read them, chat template included, so the lens fits the kind of tokens a table is read on.
     #[arg(long)]
     pub data: PathBuf,
-    /// Leave out the first N records of a JSON Lines file (e.g. the stories `experiment tasks`
-    /// prompts with).
+    /// Leave out the first N records of a JSON Lines file or an experiment's records (e.g. the
+    /// stories `experiment tasks` prompts with, or the items a table is read on).
     #[arg(long, default_value_t = 0)]
     pub skip_records: usize,
     /// Output folder (config.json + params.pt, the tuned-lens package's format; rerun the same

@@ -8,6 +8,7 @@ use rayon::prelude::*;
 use crate::error::{Error, Result};
 use crate::model::Model;
 
+pub mod data;
 mod device;
 mod extras;
 pub mod heldout;

@@ -22,6 +22,7 @@ use candle_core::{DType, Device, Tensor};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use super::data::TrainingData;
 use super::heldout::{evaluate, evaluate_logit};
 use super::trainer::{residual_rows, split_windows, TrainReport};
 use super::tuned::{Translator, TunedLens};
@@ -346,10 +347,10 @@ pub fn fit_shortcut(
 /// `train-lens --method shortcut`: fits the lens on `text`'s training windows, writes it into
 /// `out` (the tuned-lens package's format) with `train_report.json` (held-out mean KL per layer,
 /// logit lens beside the shortcut).
-pub fn train_shortcut(
+pub fn train_shortcut<'a>(
     model: &mut Model,
     tokenizer: &TextTokenizer,
-    text: &str,
+    text: impl Into<TrainingData<'a>>,
     opts: &ShortcutOptions,
     out: &Path,
     progress: &mut dyn FnMut(FitProgress),
@@ -358,7 +359,7 @@ pub fn train_shortcut(
     opts.check()?;
     let split = split_windows(
         tokenizer,
-        text,
+        text.into(),
         opts.seq_len,
         opts.holdout_tokens,
         opts.seed,

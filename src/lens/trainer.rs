@@ -18,6 +18,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
+use super::data::TrainingData;
 use super::heldout::{evaluate, evaluate_logit, HeldOutKl};
 use super::train::{sgd_nesterov, zeros_like, FinalDist, Readout};
 use super::tuned::{Translator, TunedLens};
@@ -295,16 +296,16 @@ impl WindowSplit {
     }
 }
 
-/// `text` in windows of `seq_len` tokens, the last ⌈`holdout_tokens` / `seq_len`⌉ held out, the
+/// `data` in windows of `seq_len` tokens, the last ⌈`holdout_tokens` / `seq_len`⌉ held out, the
 /// others shuffled with `seed`.
 pub(crate) fn split_windows(
     tokenizer: &TextTokenizer,
-    text: &str,
+    data: TrainingData<'_>,
     seq_len: usize,
     holdout_tokens: usize,
     seed: u64,
 ) -> Result<WindowSplit> {
-    let all = windows(tokenizer, text, seq_len)?;
+    let all = data.windows(tokenizer, seq_len)?;
     let holdout_windows = holdout_tokens.div_ceil(seq_len);
     if all.len() < holdout_windows + 1 {
         return Err(Error::invalid(format!(
@@ -324,23 +325,12 @@ pub(crate) fn split_windows(
     })
 }
 
-/// Windows of `seq_len` token ids (BOS first where the tokenizer adds it), in text order.
-fn windows(tokenizer: &TextTokenizer, text: &str, seq_len: usize) -> Result<Vec<Vec<u32>>> {
-    let with_bos = tokenizer.encode("", true)?;
-    let body = tokenizer.encode(text, false)?;
-    let room = seq_len - with_bos.len();
-    Ok(body
-        .chunks_exact(room.max(1))
-        .map(|c| with_bos.iter().chain(c).copied().collect())
-        .collect())
-}
-
 /// Trains (or resumes training) a tuned lens for `model` on `text`, writing the lens, its state
 /// and the held-out report into `out`. `report` is called after every step.
-pub fn train_lens(
+pub fn train_lens<'a>(
     model: &mut Model,
     tokenizer: &TextTokenizer,
-    text: &str,
+    text: impl Into<TrainingData<'a>>,
     opts: &TrainOptions,
     out: &Path,
     report: &mut dyn FnMut(&StepReport),
@@ -350,28 +340,29 @@ pub fn train_lens(
 
 /// [`train_lens`] that stops when `watch` asks it to: after the step under way, with a
 /// checkpoint written, so that running it again resumes there ([`Error::Interrupted`]).
-pub fn train_lens_watched(
+pub fn train_lens_watched<'a>(
     model: &mut Model,
     tokenizer: &TextTokenizer,
-    text: &str,
+    text: impl Into<TrainingData<'a>>,
     opts: &TrainOptions,
     out: &Path,
     report: &mut dyn FnMut(&StepReport),
     watch: Option<&Watch>,
 ) -> Result<TrainReport> {
     opts.check()?;
+    let data = text.into();
     let info = model.info().clone();
     let l = info.n_layers;
     let split = split_windows(
         tokenizer,
-        text,
+        data,
         opts.seq_len,
         opts.holdout_tokens,
         opts.seed,
     )?;
     let train = split.training();
     let holdout = split.holdout();
-    let data_sha256 = crate::model::fingerprint::bytes_sha256(text.as_bytes());
+    let data_sha256 = data.sha256();
     let readout = model.readout()?;
 
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
