@@ -274,3 +274,115 @@ fn the_results_pages_quote_every_committed_run() {
         missing.join("\n")
     );
 }
+
+/// The lens study (`scripts/results-lens-*.sh`): every row of the tables `scripts/results-tables.py`
+/// prints from `docs/results/lens-convergence/` and `docs/results/reread/` is on the tuned-lens
+/// page, and every committed `compare/*.json` is what `compare-runs` computes from the committed
+/// reports and results now (so neither a table nor a comparison was edited by hand).
+#[test]
+fn the_lens_study_tables_are_the_committed_runs() {
+    use entropy_lens::experiments::paired::{compare_lenses, compare_runs};
+    let tuned = std::fs::read_to_string(root().join("docs/results-tuned-lens.md")).unwrap();
+    let run = std::process::Command::new("python3")
+        .arg("scripts/results-tables.py")
+        .current_dir(root())
+        .output()
+        .expect("python3 runs");
+    assert!(run.status.success(), "{run:?}");
+    let printed = String::from_utf8(run.stdout).unwrap();
+    let mut rows = 0;
+    let mut sections = Vec::new();
+    for section in printed
+        .split("\n## ")
+        .filter(|s| s.starts_with("lens convergence") || s.starts_with("reread"))
+    {
+        sections.push(section.lines().next().unwrap_or_default().to_string());
+        for row in section
+            .lines()
+            .filter(|l| l.starts_with("| ") || l.starts_with("shortcut drops"))
+        {
+            rows += 1;
+            assert!(
+                tuned.contains(row),
+                "docs/results-tuned-lens.md lacks this row of `python3 scripts/results-tables.py`:\n{row}"
+            );
+        }
+    }
+    // Both models' convergence tables and every re-read table: nothing silently skipped.
+    for needed in [
+        "lens convergence SmolLM2",
+        "lens convergence gemma",
+        "lens convergence by layer SmolLM2",
+        "lens convergence by layer gemma",
+        "reread validate",
+        "reread C1 prompt by prompt",
+        "reread lens fit SmolLM2",
+        "reread lens fit gemma",
+        "reread lens fit, blocks",
+        "reread shape SmolLM2",
+        "reread shape gemma",
+        "reread tasks",
+        "reread formats",
+    ] {
+        assert!(
+            sections.iter().any(|s| s.starts_with(needed)),
+            "no `{needed}` table printed: {sections:?}"
+        );
+    }
+    assert!(rows >= 150, "{rows} rows");
+    // The comparisons, recomputed (their folder names are where they were made: compared without them).
+    let strip = |mut v: Value| {
+        v["a"] = Value::Null;
+        v["b"] = Value::Null;
+        v
+    };
+    let mut recomputed = 0;
+    let conv = root().join("docs/results/lens-convergence");
+    for entry in std::fs::read_dir(conv.join("compare")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let model = ["SmolLM2-135M-Instruct.Q4_1", "gemma-3-270m-q4_k_m"]
+            .into_iter()
+            .find(|m| name.ends_with(m))
+            .expect("a model's lens");
+        let now = compare_lenses(
+            &conv.join(format!("shortcut-65536-{model}")),
+            &conv.join(&name),
+        )
+        .unwrap();
+        assert_eq!(
+            strip(serde_json::to_value(now).unwrap()),
+            strip(json(&path)),
+            "{name}"
+        );
+        recomputed += 1;
+    }
+    let reread = root().join("docs/results/reread");
+    for entry in std::fs::read_dir(reread.join("compare")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let (experiment, model) = ["SmolLM2-135M-Instruct.Q4_1", "gemma-3-270m-q4_k_m"]
+            .into_iter()
+            .find_map(|m| {
+                name.strip_suffix(&format!("-{m}"))
+                    .map(|e| (e.to_string(), m))
+            })
+            .expect("an experiment and a model");
+        let now = compare_runs(
+            &reread.join(format!("{experiment}-logit-{model}")),
+            &reread.join(format!("{experiment}-shortcut-{model}")),
+        )
+        .unwrap();
+        let mut want = strip(json(&path));
+        // C1 prompt by prompt needs the records, which are not committed: taken as they are.
+        let mut got = strip(serde_json::to_value(now).unwrap());
+        if let Some(pp) = want.get("per_prompt").cloned() {
+            got["per_prompt"] = pp;
+        }
+        want.as_object_mut().unwrap().remove("per_prompt");
+        got.as_object_mut().unwrap().remove("per_prompt");
+        assert_eq!(got, want, "{name}");
+        recomputed += 1;
+    }
+    assert!(recomputed >= 10, "{recomputed} comparisons");
+}

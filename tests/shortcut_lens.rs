@@ -314,6 +314,15 @@ fn a_lens_fits_an_experiments_own_tokens() {
     let some = read_record_sequences(&run.join("records.jsonl"), 4).unwrap();
     assert_eq!((all.sequences.len(), some.sequences.len()), (12, 8));
     assert_eq!(&all.sequences[4..], &some.sequences[..]);
+    // Lines in the order batches finished: read back in item order.
+    let shuffled = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(run.join("records.jsonl")).unwrap();
+    let lines: Vec<&str> = text.lines().rev().collect();
+    std::fs::write(shuffled.path().join("records.jsonl"), lines.join("\n")).unwrap();
+    assert_eq!(
+        read_record_sequences(shuffled.path(), 4).unwrap().sequences,
+        some.sequences
+    );
     // Each record's ids: its prompt (BOS first) then its generation, as records.jsonl holds them.
     let first: Value = serde_json::from_str(
         std::fs::read_to_string(run.join("records.jsonl"))

@@ -107,6 +107,8 @@ pub struct RecordSequences {
 
 #[derive(Deserialize)]
 struct RecordLine {
+    #[serde(default)]
+    index: usize,
     profile: RecordProfile,
 }
 
@@ -132,8 +134,8 @@ pub fn is_records(path: &Path) -> bool {
 }
 
 /// The prompt-and-generation ids of every record of an experiment (`path`: its folder or its
-/// `records.jsonl`), in file order, leaving out the first `skip` records (e.g. the items whose
-/// prompts a table is read on).
+/// `records.jsonl`), in item order (a resumed or batched run writes its lines in the order batches
+/// finish), leaving out the first `skip` items (e.g. the items whose prompts a table is read on).
 ///
 /// # Errors
 /// No such file, a line that is not a record, records of several models, or nothing left after
@@ -157,16 +159,24 @@ pub fn read_record_sequences(path: &Path, skip: usize) -> Result<RecordSequences
             file.display()
         )));
     }
+    let mut records = lines
+        .iter()
+        .map(|(i, line)| {
+            serde_json::from_str::<RecordLine>(line)
+                .map(|r| (*i, r))
+                .map_err(|e| {
+                    Error::Data(format!(
+                        "{} line {}: not an experiment record with a profile ({e})",
+                        file.display(),
+                        i + 1
+                    ))
+                })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    records.sort_by_key(|(_, r)| r.index);
     let mut sequences = Vec::with_capacity(lines.len() - skip);
     let mut model_sha256: Option<String> = None;
-    for (i, line) in &lines[skip..] {
-        let r: RecordLine = serde_json::from_str(line).map_err(|e| {
-            Error::Data(format!(
-                "{} line {}: not an experiment record with a profile ({e})",
-                file.display(),
-                i + 1
-            ))
-        })?;
+    for (i, r) in records.into_iter().skip(skip) {
         let p = r.profile;
         if let Some(sha) = p
             .provenance
