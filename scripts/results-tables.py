@@ -578,6 +578,21 @@ def reread_shape(root):
             rows.append([str(j + 1), f"{h[j]:.2f}", f"{dh:+.2f}", f"{gap[j]:+.2f} ± {gci[j]:.2f}", f"{dg:+.2f}",
                          "yes" if flat[j] else "no", verdict])
         table(["block", "H", "ΔH", "gap", "Δgap", "KL flat", "reading of ΔH"], rows)
+        # The profile's overall shape under the same rule: from block 1 to the highest block (before the last),
+        # and from there to the lowest block after it.
+        top = max(range(len(h) - 1), key=lambda j: h[j])
+        low = min(range(top, len(h)), key=lambda j: h[j])
+        spans = []
+        for name, a, b in (("rise to the peak", 0, top), ("fall after the peak", top, low)):
+            if a == b:
+                continue
+            dh, dg = h[b] - h[a], gap[b] - gap[a]
+            margin = abs(dg) + gci[a] + gci[b]
+            ok = all(flat[j] for j in range(a, b + 1))
+            verdict = ("expansion" if dh > 0 else "pruning") if ok and abs(dh) > margin else "open"
+            spans.append([name, f"{a + 1} → {b + 1}", f"{dh:+.2f}", f"{dg:+.2f}", f"{margin:.2f}", verdict])
+        print(f"## reread shape spans {run}\n")
+        table(["span", "blocks", "ΔH", "Δgap", "margin", "reading"], spans)
 
 
 def reread_tasks(root):
