@@ -30,6 +30,6 @@ for part in lens-convergence reread; do
   done
 done
 # The study's steps of timings.tsv (its names: shortcut-, kl-, and the re-read runs').
-grep -E '^(shortcut|kl)-|-(logit|shortcut)-' "$OUT/timings.tsv" >"$DOCS/lens-study-timings.tsv" || true
+grep -E '^(shortcut|kl)-|-(logit|shortcut|indomain)-' "$OUT/timings.tsv" >"$DOCS/lens-study-timings.tsv" || true
 cp "$OUT/binaries.tsv" "$DOCS/lens-study-binaries.tsv"
 echo "copied into $DOCS: lens-convergence/, reread/, lens-study-timings.tsv, lens-study-binaries.tsv"

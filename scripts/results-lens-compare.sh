@@ -3,10 +3,11 @@
 # run: seconds), from the folders of scripts/results-lens-convergence.sh and
 # scripts/results-lens-reread.sh, as JSON:
 #   lens-convergence/compare/<lens>.json: every lens against the 65,536-token shortcut lens of its
-#     model, window by window on the held-out windows (each lens's mean KL over blocks 1..L-1 and the
+#     model (an in-domain lens against the 32,768-token in-domain one), window by window on the held-out windows (each lens's mean KL over blocks 1..L-1 and the
 #     difference, with 95 % bootstrap intervals);
 #   reread/compare/<experiment>-<model>.json: the shortcut-lens run against the logit-lens run of
-#     the same experiment, fold by fold (and prompt by prompt for validate's C1).
+#     the same experiment, fold by fold (and prompt by prompt for validate's C1); and
+#     validate-indomain-<model>.json, the in-domain lens's validate run against the logit lens's.
 # Usage: scripts/results-lens-compare.sh [RUNS_DIR] (default runs/results); ENTROPY_LENS_BIN as
 # the other results scripts.
 set -euo pipefail
@@ -25,6 +26,8 @@ if [ -d "$C" ]; then
       case "$name" in *"-$m") model="$m" ;; esac
     done
     ref="$C/shortcut-65536-$model"
+    # The in-domain lenses (scripts/results-lens-indomain.sh) have their own held-out windows.
+    case "$name" in shortcut-formats-*) ref="$C/shortcut-formats-32768-$model" ;; esac
     [ "$dir" = "$ref/" ] && continue
     [ -f "$ref/train_report.json" ] || continue
     "$EL" compare-runs "$ref" "$dir" --json >"$C/compare/$name.json"
@@ -34,11 +37,15 @@ fi
 R="$OUT/reread"
 if [ -d "$R" ]; then
   mkdir -p "$R/compare"
-  for dir in "$R"/*-shortcut-*/; do
+  for dir in "$R"/*-shortcut-*/ "$R"/*-indomain-*/; do
+    [ -d "$dir" ] || continue
     name="$(basename "$dir")"
+    # validate-shortcut-M → validate-M.json; validate-indomain-M → validate-indomain-M.json.
     logit="$R/${name/-shortcut-/-logit-}"
+    logit="${logit/-indomain-/-logit-}"
+    dest="$R/compare/${name/-shortcut-/-}.json"
     [ -f "$dir/result.json" ] && [ -f "$logit/result.json" ] || continue
-    "$EL" compare-runs "$logit" "$dir" --json >"$R/compare/${name/-shortcut-/-}.json"
-    echo "wrote $R/compare/${name/-shortcut-/-}.json"
+    "$EL" compare-runs "$logit" "$dir" --json >"$dest"
+    echo "wrote $dest"
   done
 fi

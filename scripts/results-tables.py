@@ -400,7 +400,7 @@ def lens_convergence(root):
         return
     seconds = study_seconds(root)
     for run, label in MODELS:
-        names = sorted((n for n in os.listdir(folder) if n.endswith(run)), key=budget_key)
+        names = sorted((n for n in os.listdir(folder) if n.endswith(run) and "-formats-" not in n), key=budget_key)
         ref = f"{REFERENCE}-{run}"
         comparisons = {n: jload(folder, "compare", f"{n}.json") for n in names if n != ref}
         comparisons = {n: c for n, c in comparisons.items() if c is not None}
@@ -457,13 +457,38 @@ def lens_convergence_layers(root):
         table(["layer"] + [name for name, _, _ in cols], rows)
 
 
+def lens_indomain(root):
+    """The in-domain shortcut lenses (scripts/results-lens-indomain.sh): fitted on the model's own formats
+    generations for topics 51-100, held out on the last 8,192 tokens of them."""
+    folder = os.path.join(root, "lens-convergence")
+    if not os.path.isdir(folder):
+        return
+    seconds = study_seconds(root)
+    for run, _ in MODELS:
+        c = jload(folder, "compare", f"shortcut-formats-8192-{run}.json")
+        if c is None:
+            continue
+        print(f"## lens in-domain {run}: held out {c['windows']} windows of 512 tokens of its own formats generations; "
+              f"mean KL over blocks 1 … L − 1, nats [95 % bootstrap CI over windows]\n")
+        rows = [["logit lens", "", ci(c["logit_blocks"]), "", ""]]
+        for tokens, own, diff in (("8,192", c["b_blocks"], signed_ci(c["difference_blocks"])),
+                                  ("32,768", c["a_blocks"], "(reference)")):
+            name = f"shortcut-formats-{tokens.replace(',', '')}-{run}"
+            rows.append([f"shortcut-formats-{tokens.replace(',', '')}", tokens, ci(own), diff,
+                         f"{seconds[name]:,}" if name in seconds else ""])
+        table(["lens", "tokens", "mean KL, blocks 1 … L − 1", "− shortcut-formats-32768", "wall (s)"], rows)
+
+
+LENSES = ("logit", "shortcut", "indomain")
+
+
 def reread_validate(root):
     """Table 1 and C2 through the logit and the shortcut lens, with ties handled, on the same prompts
     and generations (reread/validate-<lens>-<model>/), and C1 prompt by prompt (reread/compare/)."""
     folder = os.path.join(root, "reread")
     rows, tests = [], []
     for run, _ in MODELS:
-        for lens in ("logit", "shortcut"):
+        for lens in LENSES:
             r = jload(folder, f"validate-{lens}-{run}", "result.json")
             if r is None:
                 continue
@@ -475,18 +500,20 @@ def reread_validate(root):
                          f"{t['per_prompt_tau_b_mean']:.3f} ± {t['per_prompt_tau_b_std']:.3f}",
                          f"{r['c2_mean']:.3f}", f"{r['c2_mean_previous']:.3f}", f"{r['c2_mean_jaccard']:.3f}",
                          f"{sum(h) / len(h):.2f}", f"{sum(s) / len(s):.1f}"])
-        c = jload(folder, "compare", f"validate-{run}.json")
-        if c is not None:
+        for lens, name in (("shortcut", f"validate-{run}"), ("indomain", f"validate-indomain-{run}")):
+            c = jload(folder, "compare", f"{name}.json")
+            if c is None:
+                continue
             for p in c["per_prompt"]:
-                tests.append([run, p["statistic"], str(p["prompts"]), f"{p['mean_a']:.3f}", f"{p['mean_b']:.3f}",
+                tests.append([run, lens, p["statistic"], str(p["prompts"]), f"{p['mean_a']:.3f}", f"{p['mean_b']:.3f}",
                               f"{p['mean_difference']:+.3f}", pval(p["p_value"])])
     if rows:
         print("## reread validate (Table 1, Figure 1)\n")
         table(["model", "lens", "ρ pooled", "τ-b pooled", "ρ, count changed", "count unchanged", "ρ per prompt",
                "τ-b per prompt", "C2 /\\|S_i\\|", "/\\|S_i−1\\|", "Jaccard", "mean H (nats)", "mean \\|S\\|"], rows)
     if tests:
-        print("## reread C1 prompt by prompt (shortcut − logit, paired t-test over prompts)\n")
-        table(["model", "statistic", "prompts", "logit", "shortcut", "difference", "p"], tests)
+        print("## reread C1 prompt by prompt (lens − logit lens, paired t-test over prompts)\n")
+        table(["model", "lens", "statistic", "prompts", "logit lens", "lens", "difference", "p"], tests)
 
 
 def reread_fit(root):
@@ -494,10 +521,12 @@ def reread_fit(root):
     entropy profile they read (reread/validate-<lens>-<model>/result.json: lens_fit)."""
     folder = os.path.join(root, "reread")
     for run, _ in MODELS:
-        fits = [jload(folder, f"validate-{lens}-{run}", "result.json") for lens in ("logit", "shortcut")]
-        if any(f is None for f in fits):
+        found = [(lens, jload(folder, f"validate-{lens}-{run}", "result.json")) for lens in LENSES]
+        found = [(lens, r) for lens, r in found if r is not None]
+        if len(found) < 2:
             continue
-        fits = [f["lens_fit"] for f in fits]
+        names = [lens for lens, _ in found]
+        fits = [r["lens_fit"] for _, r in found]
         a = fits[0]
         print(f"## reread lens fit {run}: {a['n_prompts']} prompts, {a['n_tokens']:,} tokens, final entropy "
               f"{a['final_entropy']:.2f} nats; mean ± 95 % half-width over prompts\n")
@@ -508,7 +537,7 @@ def reread_fit(root):
                 row += [f"{f['mean_entropy'][j]:.2f}", f"{f['mean_kl'][j]:.2f} ± {f['kl_ci95'][j]:.2f}",
                         f"{f['calibration_gap'][j]:+.2f} ± {f['gap_ci95'][j]:.2f}"]
             rows.append(row)
-        table(["block", "H logit", "KL logit", "gap logit", "H shortcut", "KL shortcut", "gap shortcut"], rows)
+        table(["block"] + [f"{k} {lens}" for lens in names for k in ("H", "KL", "gap")], rows)
 
 
 def reread_fit_summary(root):
@@ -517,7 +546,7 @@ def reread_fit_summary(root):
     rows = []
     for exp in ("validate", "tasks", "formats-256"):
         for run, _ in MODELS:
-            for lens in ("logit", "shortcut"):
+            for lens in LENSES:
                 r = jload(folder, f"{exp}-{lens}-{run}", "result.json")
                 if r is None or "lens_fit" not in r:
                     continue
@@ -549,9 +578,12 @@ def reread_shape(root):
     make it); otherwise it is open."""
     folder = os.path.join(root, "reread")
     conv = os.path.join(root, "lens-convergence", "compare")
-    for run, _ in MODELS:
-        r = jload(folder, f"validate-shortcut-{run}", "result.json")
-        c = jload(conv, f"shortcut-16384-{run}.json")
+    for lens, smaller, run in [(lens, smaller, run) for lens, smaller in
+                               (("shortcut", "shortcut-16384"), ("indomain", "shortcut-formats-8192"))
+                               for run, _ in MODELS]:
+        r = jload(folder, f"validate-{lens}-{run}", "result.json")
+        # The lens at a quarter of its tokens, on the same held-out windows: the 1/N check.
+        c = jload(conv, f"{smaller}-{run}.json")
         if r is None or c is None:
             continue
         f = r["lens_fit"]
@@ -560,7 +592,7 @@ def reread_shape(root):
         # block has no translator (exact).
         moved = [d["ci95"][1] for d in c["difference_by_layer"]] + [0.0]
         flat = [moved[j + 1] / 3 < FLAT_NATS for j in range(len(h))]
-        print(f"## reread shape {run}: shortcut lens, validate's {f['n_tokens']:,} tokens\n")
+        print(f"## reread shape {lens} {run}: validate's {f['n_tokens']:,} tokens\n")
         rows = []
         for j in range(len(h)):
             if j == 0:
@@ -591,7 +623,7 @@ def reread_shape(root):
             ok = all(flat[j] for j in range(a, b + 1))
             verdict = ("expansion" if dh > 0 else "pruning") if ok and abs(dh) > margin else "open"
             spans.append([name, f"{a + 1} → {b + 1}", f"{dh:+.2f}", f"{dg:+.2f}", f"{margin:.2f}", verdict])
-        print(f"## reread shape spans {run}\n")
+        print(f"## reread shape spans {lens} {run}\n")
         table(["span", "blocks", "ΔH", "Δgap", "margin", "reading"], spans)
 
 
@@ -661,6 +693,7 @@ def main():
     lens_methods(root)
     lens_convergence(root)
     lens_convergence_layers(root)
+    lens_indomain(root)
     reread_validate(root)
     reread_fit(root)
     reread_fit_summary(root)

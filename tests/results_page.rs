@@ -321,6 +321,8 @@ fn the_lens_study_tables_are_the_committed_runs() {
         "reread lens fit, blocks",
         "reread shape SmolLM2",
         "reread shape gemma",
+        "reread shape spans SmolLM2",
+        "reread shape spans gemma",
         "reread tasks",
         "reread formats",
     ] {
