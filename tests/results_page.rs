@@ -319,10 +319,14 @@ fn the_lens_study_tables_are_the_committed_runs() {
         "reread lens fit SmolLM2",
         "reread lens fit gemma",
         "reread lens fit, blocks",
-        "reread shape SmolLM2",
-        "reread shape gemma",
-        "reread shape spans SmolLM2",
-        "reread shape spans gemma",
+        "reread shape shortcut SmolLM2",
+        "reread shape shortcut gemma",
+        "reread shape spans shortcut SmolLM2",
+        "reread shape spans shortcut gemma",
+        "reread shape indomain SmolLM2",
+        "reread shape indomain gemma",
+        "lens in-domain SmolLM2",
+        "lens in-domain gemma",
         "reread tasks",
         "reread formats",
     ] {
@@ -347,11 +351,13 @@ fn the_lens_study_tables_are_the_committed_runs() {
             .into_iter()
             .find(|m| name.ends_with(m))
             .expect("a model's lens");
-        let now = compare_lenses(
-            &conv.join(format!("shortcut-65536-{model}")),
-            &conv.join(&name),
-        )
-        .unwrap();
+        // An in-domain lens has its own held-out windows, and its own reference.
+        let reference = if name.starts_with("shortcut-formats-") {
+            format!("shortcut-formats-32768-{model}")
+        } else {
+            format!("shortcut-65536-{model}")
+        };
+        let now = compare_lenses(&conv.join(reference), &conv.join(&name)).unwrap();
         assert_eq!(
             strip(serde_json::to_value(now).unwrap()),
             strip(json(&path)),
@@ -370,9 +376,14 @@ fn the_lens_study_tables_are_the_committed_runs() {
                     .map(|e| (e.to_string(), m))
             })
             .expect("an experiment and a model");
+        // validate-M.json: the shortcut lens's run; validate-indomain-M.json: the in-domain lens's.
+        let (experiment, lens) = match experiment.strip_suffix("-indomain") {
+            Some(e) => (e.to_string(), "indomain"),
+            None => (experiment, "shortcut"),
+        };
         let now = compare_runs(
             &reread.join(format!("{experiment}-logit-{model}")),
-            &reread.join(format!("{experiment}-shortcut-{model}")),
+            &reread.join(format!("{experiment}-{lens}-{model}")),
         )
         .unwrap();
         let mut want = strip(json(&path));
