@@ -65,9 +65,9 @@ impl TrainReport {
 }
 
 /// Held-out mean KL(final ‖ lens) by layer for several lenses read on the same held-out windows,
-/// each with its 95 % bootstrap interval over windows, plus the logit lens of the first report
-/// (e.g. one model's lenses at several budgets). Layer 0 (the embedding output) is left out: its
-/// logit-lens KL is often a hundred times the others'.
+/// each with its 95 % bootstrap interval over windows (e.g. one model's lenses at several budgets).
+/// The logit lens, often ten times further, is named in the title, not drawn (it would flatten the
+/// lines being compared); layer 0 (the embedding output) is left out.
 ///
 /// # Errors
 /// No reports, reports of different depths or held-out sets, or a report without intervals (written
@@ -96,7 +96,9 @@ pub fn lens_comparison_chart(title: &str, reports: &[(&str, &TrainReport)]) -> R
             hi: ci[1..].iter().map(|c| c[1]).collect(),
         })
     };
-    let mut lines = vec![line("logit lens", &first.kl_logit, &first.kl_logit_ci95)?];
+    let logit_mean = first.kl_logit[1..].iter().sum::<f64>()
+        / first.kl_logit.len().saturating_sub(1).max(1) as f64;
+    let mut lines = Vec::new();
     for (name, r) in reports {
         let same = r.kl_logit.len() == first.kl_logit.len()
             && r.kl_logit
@@ -112,7 +114,7 @@ pub fn lens_comparison_chart(title: &str, reports: &[(&str, &TrainReport)]) -> R
         lines.push(line(name, &r.kl_tuned, &r.kl_tuned_ci95)?);
     }
     super::interval_lines(
-        title,
+        &format!("{title} (logit lens: mean {logit_mean:.2})"),
         "block (residual after it)",
         "held-out mean KL(final ‖ lens), nats (± 95 % bootstrap CI)",
         &lines,
