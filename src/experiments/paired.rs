@@ -267,7 +267,7 @@ pub fn compare_runs(a: &Path, b: &Path) -> Result<RunComparison> {
     } else {
         Vec::new()
     };
-    let lens = |c: &super::ExperimentConfig| match &c.lens {
+    let lens = |c: &super::settings::ExperimentConfig| match &c.lens {
         None => "logit".to_string(),
         Some(l) => format!("{} {}", l.kind, l.sha256.get(..8).unwrap_or(&l.sha256)),
     };
@@ -358,7 +358,7 @@ fn per_prompt_c1(a: &OutputDir, b: &OutputDir) -> Result<Vec<PromptComparison>> 
                     p.id, q.id
                 )));
             }
-            let pairs = |r: &super::Record| -> Result<Option<f64>> {
+            let pairs = |r: &super::store::Record| -> Result<Option<f64>> {
                 let dh: Vec<f64> = delta(r.profile.shannon_matrix()?.view())
                     .iter()
                     .copied()
