@@ -44,6 +44,12 @@ if [ -d "$R" ]; then
     logit="$R/${name/-shortcut-/-logit-}"
     logit="${logit/-indomain-/-logit-}"
     dest="$R/compare/${name/-shortcut-/-}.json"
+    # formats through the logit lens with --kl is not run yet (docs/results-tuned-lens.md): its
+    # committed run without --kl (docs/results/formats-256-M, the same items, generations and folds)
+    # is the twin; compare-runs pairs runs that differ only in --lens and --kl.
+    if [ ! -f "$logit/result.json" ] && [[ "$name" == formats-256-shortcut-* ]]; then
+      logit="docs/results/${name/-shortcut-/-}"
+    fi
     [ -f "$dir/result.json" ] && [ -f "$logit/result.json" ] || continue
     "$EL" compare-runs "$logit" "$dir" --json >"$dest"
     echo "wrote $dest"

@@ -661,21 +661,31 @@ def reread_formats(root):
     for run, _ in MODELS:
         c = jload(folder, "compare", f"formats-256-{run}.json")
         res = {lens: jload(folder, f"formats-256-{lens}-{run}", "result.json") for lens in ("logit", "shortcut")}
-        have = [lens for lens in res if res[lens] is not None]
-        for lens in have:
+        if res["shortcut"] is None:
+            continue
+        # The logit lens's formats run with --kl is not run yet: its committed run without --kl (the same
+        # items, generations and folds; scripts/results-lens-compare.sh pairs them) is the twin.
+        logit_from = "reread/"
+        if res["logit"] is None:
+            res["logit"] = jload(root, f"formats-256-{run}", "result.json")
+            logit_from = f"formats-256-{run}/"
+        for lens in ("logit", "shortcut"):
             r = res[lens]
-            rows.append([run, lens] + [pct(r["per_alpha"][a]["auc_mean"], r["per_alpha"][a]["auc_std"])
-                                       for a in ("0.5", "1", "5")])
+            if r is None:
+                continue
+            where = logit_from if lens == "logit" else "reread/"
+            rows.append([run, lens, where] + [pct(r["per_alpha"][a]["auc_mean"], r["per_alpha"][a]["auc_std"])
+                                              for a in ("0.5", "1", "5")])
         if c is not None:
             by_path = {s["path"]: s for s in c["scores"]}
             cells = []
             for a in ("0.5", "1", "5"):
                 s = by_path[f"per_alpha.{a}"]
                 cells.append(f"{100 * s['mean_difference']:+.2f} ({s['corrected_p_value']:.2f})")
-            rows.append([run, "shortcut − logit (p corrected)"] + cells)
+            rows.append([run, "shortcut − logit (p corrected)", ""] + cells)
     if rows:
         print("## reread formats (Table 3, 256 tokens)\n")
-        table(["model", "lens", "α = 0.5", "α = 1 (Shannon)", "α = 5"], rows)
+        table(["model", "lens", "run", "α = 0.5", "α = 1 (Shannon)", "α = 5"], rows)
 
 
 def main():
