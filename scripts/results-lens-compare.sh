@@ -27,7 +27,7 @@ if [ -d "$C" ]; then
     done
     ref="$C/shortcut-65536-$model"
     # The in-domain lenses (scripts/results-lens-indomain.sh) have their own held-out windows.
-    case "$name" in shortcut-formats-*) ref="$C/shortcut-formats-32768-$model" ;; esac
+    case "$name" in shortcut-formats-*) ref="$C/shortcut-formats-30720-$model" ;; esac
     [ "$dir" = "$ref/" ] && continue
     [ -f "$ref/train_report.json" ] || continue
     "$EL" compare-runs "$ref" "$dir" --json >"$C/compare/$name.json"

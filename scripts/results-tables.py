@@ -465,18 +465,18 @@ def lens_indomain(root):
         return
     seconds = study_seconds(root)
     for run, _ in MODELS:
-        c = jload(folder, "compare", f"shortcut-formats-8192-{run}.json")
+        c = jload(folder, "compare", f"shortcut-formats-7680-{run}.json")
         if c is None:
             continue
         print(f"## lens in-domain {run}: held out {c['windows']} windows of 512 tokens of its own formats generations; "
               f"mean KL over blocks 1 … L − 1, nats [95 % bootstrap CI over windows]\n")
         rows = [["logit lens", "", ci(c["logit_blocks"]), "", ""]]
-        for tokens, own, diff in (("8,192", c["b_blocks"], signed_ci(c["difference_blocks"])),
-                                  ("32,768", c["a_blocks"], "(reference)")):
+        for tokens, own, diff in (("7,680", c["b_blocks"], signed_ci(c["difference_blocks"])),
+                                  ("30,720", c["a_blocks"], "(reference)")):
             name = f"shortcut-formats-{tokens.replace(',', '')}-{run}"
             rows.append([f"shortcut-formats-{tokens.replace(',', '')}", tokens, ci(own), diff,
                          f"{seconds[name]:,}" if name in seconds else ""])
-        table(["lens", "tokens", "mean KL, blocks 1 … L − 1", "− shortcut-formats-32768", "wall (s)"], rows)
+        table(["lens", "tokens", "mean KL, blocks 1 … L − 1", "− shortcut-formats-30720", "wall (s)"], rows)
 
 
 LENSES = ("logit", "shortcut", "indomain")
@@ -579,7 +579,7 @@ def reread_shape(root):
     folder = os.path.join(root, "reread")
     conv = os.path.join(root, "lens-convergence", "compare")
     for lens, smaller, run in [(lens, smaller, run) for lens, smaller in
-                               (("shortcut", "shortcut-16384"), ("indomain", "shortcut-formats-8192"))
+                               (("shortcut", "shortcut-16384"), ("indomain", "shortcut-formats-7680"))
                                for run, _ in MODELS]:
         r = jload(folder, f"validate-{lens}-{run}", "result.json")
         # The lens at a quarter of its tokens, on the same held-out windows: the 1/N check.

@@ -352,7 +352,7 @@ fn the_lens_study_tables_are_the_committed_runs() {
             .expect("a model's lens");
         // An in-domain lens has its own held-out windows, and its own reference.
         let reference = if name.starts_with("shortcut-formats-") {
-            format!("shortcut-formats-32768-{model}")
+            format!("shortcut-formats-30720-{model}")
         } else {
             format!("shortcut-65536-{model}")
         };
