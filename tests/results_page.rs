@@ -292,10 +292,11 @@ fn the_lens_study_tables_are_the_committed_runs() {
     let printed = String::from_utf8(run.stdout).unwrap();
     let mut rows = 0;
     let mut sections = Vec::new();
-    for section in printed
-        .split("\n## ")
-        .filter(|s| s.starts_with("lens convergence") || s.starts_with("reread"))
-    {
+    for section in printed.split("\n## ").filter(|s| {
+        s.starts_with("lens convergence")
+            || s.starts_with("lens in-domain")
+            || s.starts_with("reread")
+    }) {
         sections.push(section.lines().next().unwrap_or_default().to_string());
         for row in section
             .lines()
