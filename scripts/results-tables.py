@@ -688,6 +688,57 @@ def reread_formats(root):
         table(["model", "lens", "run", "α = 0.5", "α = 1 (Shannon)", "α = 5"], rows)
 
 
+def reread_depth(root):
+    """Prediction depth (the first block from which the lens's top-1 is the model's own and stays so) of every
+    re-read run, per class: mean ± sd over the measured tokens, and the share decided by the middle block."""
+    folder = os.path.join(root, "reread")
+    rows = []
+    for exp in ("validate", "tasks", "formats-256"):
+        for run, _ in MODELS:
+            for lens in LENSES:
+                r = jload(folder, f"{exp}-{lens}-{run}", "result.json")
+                if r is None or not r.get("prediction_depth"):
+                    continue
+                for d in r["prediction_depth"]:
+                    n_blocks = len(d["counts"]) - 1
+                    by_middle = sum(d["counts"][: n_blocks // 2]) / d["n"]
+                    at_last = d["counts"][n_blocks - 1] / d["n"]
+                    rows.append([exp, run, lens, d["label"], f"{d['n']:,}", f"{d['mean']:.2f} ± {d['std']:.2f}",
+                                 f"{100 * by_middle:.1f} %", f"{100 * at_last:.1f} %"])
+    if rows:
+        print("## reread prediction depth (block from which the lens's top-1 is the model's and stays; mean ± sd over "
+              "tokens)\n")
+        table(["experiment", "model", "lens", "class", "tokens", "depth", "decided by block L/2", "only at block L"],
+              rows)
+
+
+def components(root):
+    """What each block's attention and MLP write, through the logit lens (docs/results/components/<model>.jsonl,
+    scripts/results-components.sh): per block, means over the prompts' last positions of the entropy and of
+    KL(final ‖ point) for the attention write, the MLP write and the residual after the block."""
+    folder = os.path.join(root, "components")
+    for run, _ in MODELS:
+        path = os.path.join(folder, f"{run}.jsonl")
+        if not os.path.exists(path):
+            continue
+        profiles = [json.loads(line) for line in open(path)]
+        positions = [p for prof in profiles for p in prof["positions"]]
+        n_blocks = profiles[0]["n_layers"]
+        print(f"## components {run}: logit lens, last position of {len(profiles)} prompts; mean entropy H and "
+              f"KL(final ‖ point), nats\n")
+        rows = []
+        for b in range(n_blocks):
+            row = [str(b + 1)]
+            for k in range(3):
+                j = 3 * b + k
+                h = sum(p["shannon"][j] for p in positions) / len(positions)
+                kl = sum(p["kl_to_final"][j] for p in positions) / len(positions)
+                row += [f"{h:.2f}", f"{kl:.2f}"]
+            rows.append(row)
+        table(["block", "H attention write", "KL attention write", "H MLP write", "KL MLP write", "H residual",
+               "KL residual"], rows)
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "docs/results"
     validate(root)
@@ -710,6 +761,8 @@ def main():
     reread_shape(root)
     reread_tasks(root)
     reread_formats(root)
+    reread_depth(root)
+    components(root)
     timings(root)
     reruns(root)
 

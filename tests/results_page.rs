@@ -296,6 +296,7 @@ fn the_lens_study_tables_are_the_committed_runs() {
         s.starts_with("lens convergence")
             || s.starts_with("lens in-domain")
             || s.starts_with("reread")
+            || s.starts_with("components")
     }) {
         sections.push(section.lines().next().unwrap_or_default().to_string());
         for row in section
@@ -329,6 +330,9 @@ fn the_lens_study_tables_are_the_committed_runs() {
         "lens in-domain SmolLM2",
         "reread tasks",
         "reread formats",
+        "reread prediction depth",
+        "components SmolLM2",
+        "components gemma",
     ] {
         assert!(
             sections.iter().any(|s| s.starts_with(needed)),
