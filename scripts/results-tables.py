@@ -540,25 +540,32 @@ def reread_fit(root):
         table(["block"] + [f"{k} {lens}" for lens in names for k in ("H", "KL", "gap")], rows)
 
 
-def reread_fit_summary(root):
-    """The lens fit of every re-read run, over blocks 1 … L − 1: where each table's tokens stand."""
+def reread_runs(root):
+    """Every re-read run's result, in table order: (experiment, model run name, lens, result.json)."""
     folder = os.path.join(root, "reread")
-    rows = []
     for exp in ("validate", "tasks", "formats-256"):
         for run, _ in MODELS:
             for lens in LENSES:
                 r = jload(folder, f"{exp}-{lens}-{run}", "result.json")
-                if r is None or "lens_fit" not in r:
-                    continue
-                f = r["lens_fit"]
-                n = len(f["mean_kl"]) - 1
-                kl = sum(f["mean_kl"][:n]) / n
-                gap = sum(f["calibration_gap"][:n]) / n
-                h = sum(f["mean_entropy"][:n]) / n
-                worst = min(f["calibration_gap"][:n])
-                rows.append([exp, run, lens, f"{f['n_prompts']}", f"{f['n_tokens']:,}", f"{kl:.2f}", f"{gap:+.2f}",
-                             f"{worst:+.2f} (block {f['calibration_gap'].index(worst) + 1})", f"{h:.2f}",
-                             f"{f['final_entropy']:.2f}"])
+                if r is not None:
+                    yield exp, run, lens, r
+
+
+def reread_fit_summary(root):
+    """The lens fit of every re-read run, over blocks 1 … L − 1: where each table's tokens stand."""
+    rows = []
+    for exp, run, lens, r in reread_runs(root):
+        if "lens_fit" not in r:
+            continue
+        f = r["lens_fit"]
+        n = len(f["mean_kl"]) - 1
+        kl = sum(f["mean_kl"][:n]) / n
+        gap = sum(f["calibration_gap"][:n]) / n
+        h = sum(f["mean_entropy"][:n]) / n
+        worst = min(f["calibration_gap"][:n])
+        rows.append([exp, run, lens, f"{f['n_prompts']}", f"{f['n_tokens']:,}", f"{kl:.2f}", f"{gap:+.2f}",
+                     f"{worst:+.2f} (block {f['calibration_gap'].index(worst) + 1})", f"{h:.2f}",
+                     f"{f['final_entropy']:.2f}"])
     if rows:
         print("## reread lens fit, blocks 1 … L − 1 (means over blocks of the per-block means over prompts)\n")
         table(["experiment", "model", "lens", "prompts", "tokens", "mean KL", "mean gap", "most negative gap",
@@ -691,20 +698,16 @@ def reread_formats(root):
 def reread_depth(root):
     """Prediction depth (the first block from which the lens's top-1 is the model's own and stays so) of every
     re-read run, per class: mean ± sd over the measured tokens, and the share decided by the middle block."""
-    folder = os.path.join(root, "reread")
     rows = []
-    for exp in ("validate", "tasks", "formats-256"):
-        for run, _ in MODELS:
-            for lens in LENSES:
-                r = jload(folder, f"{exp}-{lens}-{run}", "result.json")
-                if r is None or not r.get("prediction_depth"):
-                    continue
-                for d in r["prediction_depth"]:
-                    n_blocks = len(d["counts"]) - 1
-                    by_middle = sum(d["counts"][: n_blocks // 2]) / d["n"]
-                    at_last = d["counts"][n_blocks - 1] / d["n"]
-                    rows.append([exp, run, lens, d["label"], f"{d['n']:,}", f"{d['mean']:.2f} ± {d['std']:.2f}",
-                                 f"{100 * by_middle:.1f} %", f"{100 * at_last:.1f} %"])
+    for exp, run, lens, r in reread_runs(root):
+        if not r.get("prediction_depth"):
+            continue
+        for d in r["prediction_depth"]:
+            n_blocks = len(d["counts"]) - 1
+            by_middle = sum(d["counts"][: n_blocks // 2]) / d["n"]
+            at_last = d["counts"][n_blocks - 1] / d["n"]
+            rows.append([exp, run, lens, d["label"], f"{d['n']:,}", f"{d['mean']:.2f} ± {d['std']:.2f}",
+                         f"{100 * by_middle:.1f} %", f"{100 * at_last:.1f} %"])
     if rows:
         print("## reread prediction depth (block from which the lens's top-1 is the model's and stays; mean ± sd over "
               "tokens)\n")
