@@ -48,6 +48,7 @@ pub mod fetch;
 pub mod lens;
 pub mod logging;
 pub mod model;
+pub mod phases;
 pub mod plots;
 pub mod profile;
 pub mod runner;

@@ -7,6 +7,7 @@ use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::model::Model;
+use crate::phases::{self, Phase};
 
 pub mod data;
 mod device;
@@ -205,49 +206,15 @@ impl Lens {
         while start < rows {
             let n = chunk.min(rows - start);
             let x = resid.narrow(0, start, n)?;
-            let logits = model
-                .unembed(&model.final_norm(&x)?)?
-                .to_dtype(DType::F32)?
-                .contiguous()?;
-            for (slot, &k) in kept.iter_mut().zip(keep) {
-                if (start..start + n).contains(&k) {
-                    *slot = Some(logits.get(k - start)?.to_vec1::<f32>()?);
-                }
-            }
-            let mut chunk_stats = self.stats_of(&logits)?;
-            if let Some((g, chosen)) = &mut groups {
-                let size = g.size;
-                let first_group = start / size;
-                for local in 0..n / size {
-                    let grp = first_group + local;
-                    chosen[grp] = match g.targets[grp] {
-                        GroupTarget::None => None,
-                        GroupTarget::Known(t) => Some(t),
-                        GroupTarget::Choose => {
-                            let final_row =
-                                logits.get(local * size + size - 1)?.to_vec1::<f32>()?;
-                            Some((g.choose)(grp, &final_row)?)
-                        }
-                    };
-                }
-                let plan: Vec<extras::RowPlan> = (0..n)
-                    .map(|i| {
-                        let within = i % size;
-                        extras::RowPlan {
-                            final_row: g.kl.then_some(i - within + size - 1),
-                            target: chosen[(start + i) / size],
-                        }
-                    })
-                    .collect();
-                let more = if self.force_device_path || !matches!(logits.device(), Device::Cpu) {
-                    extras::device_extras(&logits, &plan)?
-                } else {
-                    extras::cpu_extras(&logits, &plan)?
-                };
-                for (s, e) in chunk_stats.iter_mut().zip(more) {
-                    s.extras = e;
-                }
-            }
+            let logits = phases::timed(Phase::LensProduct, || -> Result<Tensor> {
+                Ok(model
+                    .unembed(&model.final_norm(&x)?)?
+                    .to_dtype(DType::F32)?
+                    .contiguous()?)
+            })?;
+            let chunk_stats = phases::timed(Phase::LensStats, || {
+                self.chunk_stats(&logits, start, keep, &mut kept, &mut groups)
+            })?;
             stats.extend(chunk_stats);
             start += n;
         }
@@ -256,6 +223,58 @@ impl Lens {
             .map(|k| k.ok_or_else(|| Error::Data("the lens skipped a kept row".into())))
             .collect::<Result<Vec<_>>>()?;
         Ok((stats, kept))
+    }
+
+    /// The statistics of one chunk of logits (rows `start..` of the lens input), with the kept
+    /// rows copied out and each group's target chosen and measured.
+    fn chunk_stats(
+        &self,
+        logits: &Tensor,
+        start: usize,
+        keep: &[usize],
+        kept: &mut [Option<Vec<f32>>],
+        groups: &mut Option<(Groups<'_>, &mut Vec<Option<u32>>)>,
+    ) -> Result<Vec<DistStats>> {
+        let n = logits.dim(0)?;
+        for (slot, &k) in kept.iter_mut().zip(keep) {
+            if (start..start + n).contains(&k) {
+                *slot = Some(logits.get(k - start)?.to_vec1::<f32>()?);
+            }
+        }
+        let mut chunk_stats = self.stats_of(logits)?;
+        if let Some((g, chosen)) = groups {
+            let size = g.size;
+            let first_group = start / size;
+            for local in 0..n / size {
+                let grp = first_group + local;
+                chosen[grp] = match g.targets[grp] {
+                    GroupTarget::None => None,
+                    GroupTarget::Known(t) => Some(t),
+                    GroupTarget::Choose => {
+                        let final_row = logits.get(local * size + size - 1)?.to_vec1::<f32>()?;
+                        Some((g.choose)(grp, &final_row)?)
+                    }
+                };
+            }
+            let plan: Vec<extras::RowPlan> = (0..n)
+                .map(|i| {
+                    let within = i % size;
+                    extras::RowPlan {
+                        final_row: g.kl.then_some(i - within + size - 1),
+                        target: chosen[(start + i) / size],
+                    }
+                })
+                .collect();
+            let more = if self.force_device_path || !matches!(logits.device(), Device::Cpu) {
+                extras::device_extras(logits, &plan)?
+            } else {
+                extras::cpu_extras(logits, &plan)?
+            };
+            for (s, e) in chunk_stats.iter_mut().zip(more) {
+                s.extras = e;
+            }
+        }
+        Ok(chunk_stats)
     }
 
     /// Statistics of `softmax(logits)` for every row, for logits made elsewhere (an image

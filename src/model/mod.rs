@@ -479,9 +479,10 @@ impl Model {
     /// skipped blocks and the rotary horizon) and appends them to the cache.
     fn advance(&mut self, ids: &Tensor, horizon: usize, observe: Observer<'_>) -> Result<Tensor> {
         let s = ids.dim(1)?;
-        let x = self
-            .decoder
-            .forward(ids, self.cached, &self.pads, horizon, &self.skip, observe)?;
+        let x = crate::phases::timed(crate::phases::Phase::Decoder, || {
+            self.decoder
+                .forward(ids, self.cached, &self.pads, horizon, &self.skip, observe)
+        })?;
         self.cached += s;
         Ok(x)
     }
