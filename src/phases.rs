@@ -21,15 +21,23 @@ pub enum Phase {
     LensProduct,
     /// The lens statistics (entropies, top-p, top-k, KL and target ranks) of those logits.
     LensStats,
+    /// Inside the decoder: the attention's core (rotary, the KV cache, scores, softmax and the
+    /// weighted values), between the q/k/v projection and the output projection.
+    Attention,
 }
 
-const PHASES: [Phase; 3] = [Phase::Decoder, Phase::LensProduct, Phase::LensStats];
+const PHASES: [Phase; 4] = [
+    Phase::Decoder,
+    Phase::LensProduct,
+    Phase::LensStats,
+    Phase::Attention,
+];
 
 thread_local! {
     static ON: Cell<bool> = const { Cell::new(false) };
 }
-static NANOS: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
-static CALLS: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+static NANOS: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+static CALLS: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
 
 /// Time spent per phase since the clock was last reset.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -37,8 +45,10 @@ pub struct PhaseTimes {
     pub decoder: Duration,
     pub lens_product: Duration,
     pub lens_stats: Duration,
-    /// Calls per phase, in the order decoder, product, statistics.
-    pub calls: [u64; 3],
+    /// Part of `decoder`.
+    pub attention: Duration,
+    /// Calls per phase, in the order decoder, product, statistics, attention.
+    pub calls: [u64; 4],
 }
 
 /// Turns the clock on or off for the calling thread (the sums are kept either way).
@@ -53,8 +63,8 @@ pub fn enabled() -> bool {
 
 /// The sums so far, and zeroes them.
 pub fn take() -> PhaseTimes {
-    let mut nanos = [0u64; 3];
-    let mut calls = [0u64; 3];
+    let mut nanos = [0u64; 4];
+    let mut calls = [0u64; 4];
     for (i, _) in PHASES.iter().enumerate() {
         nanos[i] = NANOS[i].swap(0, Ordering::Relaxed);
         calls[i] = CALLS[i].swap(0, Ordering::Relaxed);
@@ -63,6 +73,7 @@ pub fn take() -> PhaseTimes {
         decoder: Duration::from_nanos(nanos[0]),
         lens_product: Duration::from_nanos(nanos[1]),
         lens_stats: Duration::from_nanos(nanos[2]),
+        attention: Duration::from_nanos(nanos[3]),
         calls,
     }
 }
@@ -104,7 +115,7 @@ mod tests {
         let t = take();
         assert!(t.lens_product >= Duration::from_millis(3), "{t:?}");
         assert_eq!(t.lens_stats, Duration::ZERO);
-        assert_eq!(t.calls, [1, 1, 0]);
+        assert_eq!(t.calls, [1, 1, 0, 0]);
         assert_eq!(take(), PhaseTimes::default());
     }
 }

@@ -375,6 +375,26 @@ impl Attention {
     fn forward(&mut self, x: &Tensor, steps: &[Step]) -> candle_core::Result<Tensor> {
         let (b, s, _) = x.dims3()?;
         let (q, k, v) = self.project(x)?;
+        let y = crate::phases::timed(crate::phases::Phase::Attention, || {
+            self.core(q, k, v, steps)
+        })?;
+        let y = y
+            .transpose(1, 2)?
+            .reshape((b, s, self.n_heads * self.head_dim))?;
+        self.o_proj.forward(&y)
+    }
+
+    /// Rotary, the KV cache, and attention over the cached keys.
+    ///
+    /// # Shapes
+    /// `q`: [b, s, heads, hd]; `k`, `v`: [b, s, kv_heads, hd] → [b, heads, s, hd]
+    fn core(
+        &mut self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        steps: &[Step],
+    ) -> candle_core::Result<Tensor> {
         let (mut q, mut k, v) = (q.transpose(1, 2)?, k.transpose(1, 2)?, v.transpose(1, 2)?);
         if let Some((qn, kn)) = &self.qk_norm {
             q = qn.forward(&q)?;
@@ -391,7 +411,7 @@ impl Attention {
         if let Some(w) = step.causal.window {
             self.cache.keep_last(w)?;
         }
-        let y = attention(
+        attention(
             &q,
             &k,
             &v,
@@ -399,11 +419,7 @@ impl Attention {
             &step.masks,
             self.scale,
             self.softcap,
-        )?;
-        let y = y
-            .transpose(1, 2)?
-            .reshape((b, s, self.n_heads * self.head_dim))?;
-        self.o_proj.forward(&y)
+        )
     }
 }
 
