@@ -12,8 +12,8 @@
 //! (`bBxT`: B prompts, one batch, T tokens each, greedily, past the end of sequence, the Shannon
 //! entropy and top-p count at every block of every generated token, as `throughput`), tokens/s
 //! with the lens and with no lens at all, and the lens run's time per generated token split by
-//! [`entropy_lens::phases`] into the decoder (the blocks' forward pass; its attention core shown
-//! apart), the lens product (final
+//! [`entropy_lens::phases`] into the decoder (the blocks' forward pass; its attention core and its
+//! weight products shown apart), the lens product (final
 //! norm and unembedding of every block's row), the statistics, and the rest (sampling, the
 //! profile's bookkeeping), each against its bound:
 //!
@@ -347,14 +347,15 @@ fn main() {
     println!(
         "Time per generated token (ms), the lens run split by phase, each against its bound:\n"
     );
-    println!("| case | total | decoder | of which attention | its bound | % | lens product | its bound | % (GFLOP/s) | statistics | other | no lens: total | its bound | % |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("| case | total | decoder | of which attention | products | its bound | % | lens product | its bound | % (GFLOP/s) | statistics | other | no lens: total | its bound | % |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for (case, b, tokens, (wall, t), (plain, _)) in &rows {
         let n = (b * tokens) as f64;
         let ms = |secs: f64| 1e3 * secs / n;
         let total = ms(*wall);
         let dec = ms(t.decoder.as_secs_f64());
         let attn = ms(t.attention.as_secs_f64());
+        let products = ms(t.block_products.as_secs_f64());
         let prod = ms(t.lens_product.as_secs_f64());
         let stats = ms(t.lens_stats.as_secs_f64());
         let other = total - dec - prod - stats;
@@ -368,7 +369,7 @@ fn main() {
             * ((s.block_bytes + s.unembed_bytes) / (bandwidth * 1e9) / bf)
                 .max((2.0 * s.block_params + 2.0 * (s.d * s.vocab) as f64) / (fma_peak * 1e9));
         println!(
-            "| {case} | {total:.2} | {dec:.2} | {attn:.2} | {dec_bound:.2} | {} | {prod:.2} | {prod_bound:.2} | {} ({prod_rate:.0}) | {stats:.2} | {other:.2} | {plain_total:.2} | {plain_bound:.2} | {} |",
+            "| {case} | {total:.2} | {dec:.2} | {attn:.2} | {products:.2} | {dec_bound:.2} | {} | {prod:.2} | {prod_bound:.2} | {} ({prod_rate:.0}) | {stats:.2} | {other:.2} | {plain_total:.2} | {plain_bound:.2} | {} |",
             pct(dec_bound / dec),
             pct(prod_bound / prod),
             pct(plain_bound / plain_total),

@@ -24,20 +24,24 @@ pub enum Phase {
     /// Inside the decoder: the attention's core (rotary, the KV cache, scores, softmax and the
     /// weighted values), between the q/k/v projection and the output projection.
     Attention,
+    /// Inside the decoder: the blocks' weight products (q/k/v, the output projection, the MLP
+    /// with its activation).
+    BlockProducts,
 }
 
-const PHASES: [Phase; 4] = [
+const PHASES: [Phase; 5] = [
     Phase::Decoder,
     Phase::LensProduct,
     Phase::LensStats,
     Phase::Attention,
+    Phase::BlockProducts,
 ];
 
 thread_local! {
     static ON: Cell<bool> = const { Cell::new(false) };
 }
-static NANOS: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
-static CALLS: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+static NANOS: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
+static CALLS: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
 
 /// Time spent per phase since the clock was last reset.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -47,8 +51,10 @@ pub struct PhaseTimes {
     pub lens_stats: Duration,
     /// Part of `decoder`.
     pub attention: Duration,
-    /// Calls per phase, in the order decoder, product, statistics, attention.
-    pub calls: [u64; 4],
+    /// Part of `decoder`.
+    pub block_products: Duration,
+    /// Calls per phase, in the order decoder, lens product, statistics, attention, block products.
+    pub calls: [u64; 5],
 }
 
 /// Turns the clock on or off for the calling thread (the sums are kept either way).
@@ -63,8 +69,8 @@ pub fn enabled() -> bool {
 
 /// The sums so far, and zeroes them.
 pub fn take() -> PhaseTimes {
-    let mut nanos = [0u64; 4];
-    let mut calls = [0u64; 4];
+    let mut nanos = [0u64; 5];
+    let mut calls = [0u64; 5];
     for (i, _) in PHASES.iter().enumerate() {
         nanos[i] = NANOS[i].swap(0, Ordering::Relaxed);
         calls[i] = CALLS[i].swap(0, Ordering::Relaxed);
@@ -74,6 +80,7 @@ pub fn take() -> PhaseTimes {
         lens_product: Duration::from_nanos(nanos[1]),
         lens_stats: Duration::from_nanos(nanos[2]),
         attention: Duration::from_nanos(nanos[3]),
+        block_products: Duration::from_nanos(nanos[4]),
         calls,
     }
 }
@@ -115,7 +122,7 @@ mod tests {
         let t = take();
         assert!(t.lens_product >= Duration::from_millis(3), "{t:?}");
         assert_eq!(t.lens_stats, Duration::ZERO);
-        assert_eq!(t.calls, [1, 1, 0, 0]);
+        assert_eq!(t.calls, [1, 1, 0, 0, 0]);
         assert_eq!(take(), PhaseTimes::default());
     }
 }

@@ -14,6 +14,7 @@ use super::layers::{
 use super::weights::{Embedding, Linear, Weights};
 use super::{Observer, Tap};
 use crate::error::{Error, Result};
+use crate::phases::{timed, Phase};
 
 /// Which norm the model uses everywhere (blocks, q/k norms and the final norm).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -374,14 +375,12 @@ impl Attention {
     /// `x`: [b, s, d] → [b, s, d]
     fn forward(&mut self, x: &Tensor, steps: &[Step]) -> candle_core::Result<Tensor> {
         let (b, s, _) = x.dims3()?;
-        let (q, k, v) = self.project(x)?;
-        let y = crate::phases::timed(crate::phases::Phase::Attention, || {
-            self.core(q, k, v, steps)
-        })?;
+        let (q, k, v) = timed(Phase::BlockProducts, || self.project(x))?;
+        let y = timed(Phase::Attention, || self.core(q, k, v, steps))?;
         let y = y
             .transpose(1, 2)?
             .reshape((b, s, self.n_heads * self.head_dim))?;
-        self.o_proj.forward(&y)
+        timed(Phase::BlockProducts, || self.o_proj.forward(&y))
     }
 
     /// Rotary, the KV cache, and attention over the cached keys.
@@ -482,6 +481,10 @@ impl FeedForward {
     /// # Shapes
     /// `x`: [b, s, d] → [b, s, d]
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        timed(Phase::BlockProducts, || self.products(x))
+    }
+
+    fn products(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         let act = |t: &Tensor| self.activation.apply(t);
         match &self.mlp {
             Mlp::Gated { gate, up, down } => {
