@@ -15,13 +15,16 @@
 //! repetitions (after a warm-up), each repetition, the same batch decoded with no lens at all (the
 //! model's share of the time), and the process's peak resident memory.
 
+#[path = "support/decode.rs"]
+mod decode;
+
 use std::time::Instant;
 
-use candle_core::{Device, Tensor};
+use decode::decode_without_lens;
 use entropy_lens::fetch;
 use entropy_lens::lens::StatSpec;
 use entropy_lens::model::{load, LoadOptions, ModelSource, WeightDType};
-use entropy_lens::runner::{argmax, ProfileRequest, Profiler};
+use entropy_lens::runner::{ProfileRequest, Profiler};
 
 /// Eight prompts of different lengths (the batch is left-padded to the longest), one per line;
 /// `scripts/compare-pipelines.py` reads the same file.
@@ -37,46 +40,6 @@ fn peak_rss_mib() -> Option<f64> {
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
-}
-
-/// Greedy decoding of `reqs` as one left-padded batch with the model's logits only; returns the
-/// number of tokens generated.
-fn decode_without_lens(prof: &mut Profiler, reqs: &[ProfileRequest], tokens: usize) -> usize {
-    let prompts: Vec<Vec<u32>> = reqs.iter().map(|r| prof.prompt_ids(r).unwrap()).collect();
-    let width = prompts.iter().map(Vec::len).max().unwrap();
-    let pads: Vec<usize> = prompts.iter().map(|p| width - p.len()).collect();
-    let ids: Vec<u32> = prompts
-        .iter()
-        .zip(&pads)
-        .flat_map(|(p, &pad)| std::iter::repeat_n(0, pad).chain(p.iter().copied()))
-        .collect();
-    prof.model.reset();
-    prof.model.set_left_padding(pads).unwrap();
-    let b = prompts.len();
-    let input = Tensor::from_vec(ids, (b, width), &Device::Cpu).unwrap();
-    let mut logits = prof
-        .model
-        .logits(&input)
-        .unwrap()
-        .narrow(1, width - 1, 1)
-        .unwrap();
-    for step in 0..tokens {
-        let next: Vec<u32> = logits
-            .squeeze(1)
-            .unwrap()
-            .to_vec2::<f32>()
-            .unwrap()
-            .iter()
-            .map(|row| argmax(row))
-            .collect();
-        if step + 1 == tokens {
-            break;
-        }
-        let input = Tensor::from_vec(next, (b, 1), &Device::Cpu).unwrap();
-        logits = prof.model.logits(&input).unwrap();
-    }
-    prof.model.reset();
-    b * tokens
 }
 
 fn arg(args: &[String], name: &str) -> Option<String> {
