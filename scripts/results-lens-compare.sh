@@ -3,7 +3,7 @@
 # run: seconds), from the folders of scripts/results-lens-convergence.sh and
 # scripts/results-lens-reread.sh, as JSON:
 #   lens-convergence/compare/<lens>.json: every lens against the 65,536-token shortcut lens of its
-#     model (an in-domain lens against the 32,768-token in-domain one), window by window on the held-out windows (each lens's mean KL over blocks 1..L-1 and the
+#     model (an in-domain lens against the 30,720-token in-domain one), window by window on the held-out windows (each lens's mean KL over blocks 1..L-1 and the
 #     difference, with 95 % bootstrap intervals);
 #   reread/compare/<experiment>-<model>.json: the shortcut-lens run against the logit-lens run of
 #     the same experiment, fold by fold (and prompt by prompt for validate's C1); and
