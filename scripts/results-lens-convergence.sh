@@ -61,10 +61,12 @@ kl kl-8x1024 "$SMOL" 8 1024
 kl kl-4x512 "$SMOL" 4 512
 kl kl-8x1024-seed7 "$SMOL" 8 1024 --seed 7
 kl kl-32x1024 "$SMOL" 32 1024
+# Gemma's in the order that answers most if the grid is cut short: steps (2 → 4), then the batch at
+# 4 steps (512 → 1,024), then steps again (8) and the second seed.
 kl kl-2x512 "$GEMMA" 2 512
 kl kl-4x512 "$GEMMA" 4 512
-kl kl-8x512 "$GEMMA" 8 512
 kl kl-4x1024 "$GEMMA" 4 1024
+kl kl-8x512 "$GEMMA" 8 512
 kl kl-8x512-seed7 "$GEMMA" 8 512 --seed 7
 echo "==> wall time per step (seconds; $TIMES)"
 grep -E '^(shortcut|kl)-' "$TIMES" || true

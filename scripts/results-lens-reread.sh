@@ -47,5 +47,15 @@ for lens in shortcut logit; do
       --out "$DIR/formats-256-$lens-$m"
   done
 done
+# The logit lens's KL and calibration gap on formats' own tokens at a quarter of the prompts (25 per
+# format: the same first items, chat template and greedy generations as the runs above): the full
+# logit-lens runs cost as much as the shortcut's (Gemma: about 1 h 10 min on a quiet machine, as its
+# 262,144-token lens product dominates), and their Table 3 is the results page's already. The page
+# reads only lens_fit and prediction depth from these runs, never their AUCs (25 per class).
+for model in "$SMOL" "$GEMMA"; do
+  m="$(basename "$model" .gguf)"
+  run formats --model "$model" --scale paper --n 25 --tokens 256 --kl --lens logit \
+    --out "$DIR/formats-256-n25-logit-$m"
+done
 echo "==> wall time per step (seconds; $TIMES)"
 grep -E -- '-(logit|shortcut)-' "$TIMES" || true

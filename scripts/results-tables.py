@@ -543,7 +543,9 @@ def reread_fit(root):
 def reread_runs(root):
     """Every re-read run's result, in table order: (experiment, model run name, lens, result.json)."""
     folder = os.path.join(root, "reread")
-    for exp in ("validate", "tasks", "formats-256"):
+    # formats-256-n25: the logit lens's formats runs with --kl at 25 prompts per format (their lens fit
+    # and prediction depth only; Table 3 is read from the runs at 100).
+    for exp in ("validate", "tasks", "formats-256", "formats-256-n25"):
         for run, _ in MODELS:
             for lens in LENSES:
                 r = jload(folder, f"{exp}-{lens}-{run}", "result.json")
@@ -585,10 +587,12 @@ def reread_shape(root):
     make it); otherwise it is open."""
     folder = os.path.join(root, "reread")
     conv = os.path.join(root, "lens-convergence", "compare")
-    for lens, smaller, run in [(lens, smaller, run) for lens, smaller in
-                               (("shortcut", "shortcut-16384"), ("indomain", "shortcut-formats-7680"))
-                               for run, _ in MODELS]:
-        r = jload(folder, f"validate-{lens}-{run}", "result.json")
+    # validate's tokens through both lenses; formats' (256 generated tokens) through the TinyStories shortcut.
+    cases = [("validate", lens, smaller, run) for lens, smaller in
+             (("shortcut", "shortcut-16384"), ("indomain", "shortcut-formats-7680")) for run, _ in MODELS]
+    cases += [("formats-256", "shortcut", "shortcut-16384", run) for run, _ in MODELS]
+    for exp, lens, smaller, run in cases:
+        r = jload(folder, f"{exp}-{lens}-{run}", "result.json")
         # The lens at a quarter of its tokens, on the same held-out windows: the 1/N check.
         c = jload(conv, f"{smaller}-{run}.json")
         if r is None or c is None:
@@ -599,7 +603,9 @@ def reread_shape(root):
         # block has no translator (exact).
         moved = [d["ci95"][1] for d in c["difference_by_layer"]] + [0.0]
         flat = [moved[j + 1] / 3 < FLAT_NATS for j in range(len(h))]
-        print(f"## reread shape {lens} {run}: validate's {f['n_tokens']:,} tokens\n")
+        # validate's sections keep their names; formats' say so.
+        label = "" if exp == "validate" else "formats "
+        print(f"## reread shape {label}{lens} {run}: {exp}'s {f['n_tokens']:,} tokens\n")
         rows = []
         for j in range(len(h)):
             if j == 0:
@@ -630,7 +636,7 @@ def reread_shape(root):
             ok = all(flat[j] for j in range(a, b + 1))
             verdict = ("expansion" if dh > 0 else "pruning") if ok and abs(dh) > margin else "open"
             spans.append([name, f"{a + 1} → {b + 1}", f"{dh:+.2f}", f"{dg:+.2f}", f"{margin:.2f}", verdict])
-        print(f"## reread shape spans {lens} {run}\n")
+        print(f"## reread shape spans {label}{lens} {run}\n")
         table(["span", "blocks", "ΔH", "Δgap", "margin", "reading"], spans)
 
 

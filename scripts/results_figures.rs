@@ -121,12 +121,14 @@ fn main() -> entropy_lens::Result<()> {
             println!("{}  {}", path.display(), chart.title());
         }
     }
-    // The runs re-read through the study's lens (docs/results/reread/<run>/).
+    // The runs re-read through the study's lens (docs/results/reread/<run>/); not the logit lens's
+    // formats runs at 25 topics per format, which the page reads for their lens fit only.
     let reread = root.join("reread");
     if let Ok(dirs) = std::fs::read_dir(&reread) {
         let mut runs: Vec<_> = dirs
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.join("result.json").is_file())
+            .filter(|p| !p.to_string_lossy().contains("-n25-"))
             .collect();
         runs.sort();
         for run in runs {

@@ -310,8 +310,7 @@ fn the_lens_study_tables_are_the_committed_runs() {
             );
         }
     }
-    // Both models' convergence tables and every re-read table: nothing silently skipped. (Gemma's
-    // in-domain lens and its formats through the shortcut are not run yet; the page says so.)
+    // Both models' convergence tables and every re-read table: nothing silently skipped.
     for needed in [
         "lens convergence SmolLM2",
         "lens convergence gemma",
@@ -327,7 +326,14 @@ fn the_lens_study_tables_are_the_committed_runs() {
         "reread shape spans shortcut SmolLM2",
         "reread shape spans shortcut gemma",
         "reread shape indomain SmolLM2",
+        "reread shape indomain gemma",
+        "reread shape spans indomain gemma",
+        "reread shape formats shortcut SmolLM2",
+        "reread shape formats shortcut gemma",
+        "reread shape spans formats shortcut SmolLM2",
+        "reread shape spans formats shortcut gemma",
         "lens in-domain SmolLM2",
+        "lens in-domain gemma",
         "reread tasks",
         "reread formats",
         "reread prediction depth",
