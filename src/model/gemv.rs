@@ -199,7 +199,7 @@ pub(super) mod wide {
         let mut r0 = 0;
         while r0 < m {
             let left = m - r0;
-            let (nx, rw) = if left >= RX + 1 {
+            let (nx, rw) = if left > RX {
                 (RX_WIDE.min(left), RW_WIDE_X)
             } else {
                 (left, RW)
