@@ -45,8 +45,8 @@ done
 #   cores per training token (the lens product forward and backward at every block) and 2.5 minutes
 #   per evaluation: about 40 minutes in all.
 #   Gemma: 2, 4 and 8 steps of 512; 4 steps of 1,024; 8 steps of 512, seed 7. Each training token
-#   costs about four times SmolLM2's and each evaluation about 5 minutes: about 50 minutes, not run
-#   yet (docs/results-tuned-lens.md says so).
+#   costs about four times SmolLM2's and each evaluation about 6 minutes: 8-15 minutes per run, 63
+#   minutes for the five on 2026-12-07 (beside other work).
 kl() {
   local name="$1" model="$2" steps="$3" per_step="$4"
   shift 4
