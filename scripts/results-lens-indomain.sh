@@ -4,9 +4,9 @@
 # as the model read them: no chat template, as in that run) for topics 51-100 (records 151-300),
 # which validate never prompts with (it reads topics 1-50), then validate (Table 1, Figure 1) read
 # through it with --kl, so that its fit and the calibration gap are measured on validate's own
-# tokens. Windows of 512 tokens, 8,192 held out
-# (the end of the records), 30,720 fitted (60 windows: the 150 records give 61 after the held-out ones;
-# and a quarter of it, 7,680, for the 1/N check of how far the fit has converged).
+# tokens. Windows of 512 tokens, 8,192 held out (the end of the records), 30,720 fitted (60
+# windows: the 150 records give 61 after the held-out ones; and a quarter of it, 7,680, for the 1/N
+# check of how far the fit has converged).
 # Run scripts/results-lens-reread.sh first (its formats-256-shortcut runs). Resumable and timed as
 # results.sh. Usage: scripts/results-lens-indomain.sh [RUNS_DIR] (default runs/results).
 set -euo pipefail

@@ -48,7 +48,7 @@ for lens in shortcut logit; do
   done
 done
 # The logit lens's KL and calibration gap on formats' own tokens at a quarter of the prompts (25 per
-# format: the same first items, chat template and greedy generations as the runs above): the full
+# format: the same first items and greedy generations as the runs above, no chat template): the full
 # logit-lens runs cost as much as the shortcut's (Gemma: about 1 h 10 min on a quiet machine, as its
 # 262,144-token lens product dominates), and their Table 3 is the results page's already. The page
 # reads only lens_fit and prediction depth from these runs, never their AUCs (25 per class).
