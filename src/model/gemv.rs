@@ -115,6 +115,41 @@ fn dot_rows_generic(w: &[f32], xs: &[f32], k: usize, out: &mut [f32]) {
     }
 }
 
+/// f32 storage whose slice starts on a 64-byte boundary (a cache line), so that the wide
+/// kernel's vector loads never straddle two lines: with its operands in cache the kernel ran
+/// about a quarter faster from aligned activations (docs/benchmarks.md). Only where the values
+/// sit changes, never a value.
+pub(super) struct Aligned {
+    data: Vec<f32>,
+    offset: usize,
+    len: usize,
+}
+
+impl Aligned {
+    /// `len` zeros.
+    pub(super) fn zeros(len: usize) -> Self {
+        // 15 spare elements cover any start within a line (the allocation is 4-byte aligned).
+        let data = vec![0f32; len + 15];
+        let offset = data.as_ptr().align_offset(64).min(15);
+        Self { data, offset, len }
+    }
+
+    /// A copy of `values`.
+    pub(super) fn copy_of(values: &[f32]) -> Self {
+        let mut a = Self::zeros(values.len());
+        a.as_mut_slice().copy_from_slice(values);
+        a
+    }
+
+    pub(super) fn as_slice(&self) -> &[f32] {
+        &self.data[self.offset..self.offset + self.len]
+    }
+
+    pub(super) fn as_mut_slice(&mut self) -> &mut [f32] {
+        &mut self.data[self.offset..self.offset + self.len]
+    }
+}
+
 /// A raw output pointer shared by parallel tasks, each of which writes its own columns.
 #[derive(Clone, Copy)]
 pub(super) struct SendPtr(pub(super) *mut f32);
@@ -167,6 +202,8 @@ pub(super) mod wide {
         use rayon::prelude::*;
         let mut out = vec![0f32; m * n];
         let dst = SendPtr(out.as_mut_ptr());
+        let aligned = super::Aligned::copy_of(xs);
+        let xs = aligned.as_slice();
         (0..n.div_ceil(TASK_ROWS)).into_par_iter().for_each(|task| {
             let j0 = task * TASK_ROWS;
             let rows = TASK_ROWS.min(n - j0);
@@ -348,6 +385,21 @@ pub(super) mod wide {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn aligned_storage_starts_on_a_cache_line_and_keeps_the_values() {
+        for len in [0, 1, 15, 16, 577] {
+            let values: Vec<f32> = (0..len).map(|i| i as f32 * 0.5).collect();
+            let a = Aligned::copy_of(&values);
+            assert_eq!(a.as_slice(), &values[..]);
+            if len > 0 {
+                assert_eq!(a.as_slice().as_ptr() as usize % 64, 0, "len {len}");
+            }
+            let mut z = Aligned::zeros(len);
+            assert!(z.as_mut_slice().iter().all(|&v| v == 0.0));
+            assert_eq!(z.as_mut_slice().len(), len);
+        }
+    }
 
     #[test]
     fn few_row_product_equals_a_plain_product() {

@@ -477,9 +477,13 @@ fn tiled<T: GgmlType>(data: &[u8], n: usize, k: usize, xs: &[f32], m: usize) -> 
     let fast_decode: Option<WideKind> = None;
     let mut out = vec![0f32; m * n];
     let dst = SendPtr(out.as_mut_ptr());
+    // The few-row kernel's operands on cache-line boundaries (see `gemv::Aligned`).
+    let aligned_xs = few_rows.then(|| super::gemv::Aligned::copy_of(xs));
+    let xs = aligned_xs.as_ref().map_or(xs, |a| a.as_slice());
     (0..n.div_ceil(tile)).into_par_iter().for_each_init(
-        || vec![0f32; tile * k],
+        || super::gemv::Aligned::zeros(tile * k),
         |buf, t| {
+            let buf = buf.as_mut_slice();
             let j0 = t * tile;
             let rows = tile.min(n - j0);
             let blocks = &w[j0 * per_row..(j0 + rows) * per_row];
