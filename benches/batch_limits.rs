@@ -32,77 +32,25 @@
 mod decode;
 #[path = "support/fma.rs"]
 mod fma;
+#[path = "support/limits.rs"]
+mod limits;
 
 use std::time::Instant;
 
-use candle_core::{Device, Tensor};
 use decode::decode_without_lens;
 use entropy_lens::fetch;
 use entropy_lens::lens::StatSpec;
 use entropy_lens::model::{load, LoadOptions, ModelSource, WeightDType};
 use entropy_lens::phases::{self, PhaseTimes};
 use entropy_lens::runner::{ProfileRequest, Profiler};
-use rayon::prelude::*;
+use limits::{gemm_rate, median, read_bandwidth};
 
 const PROMPTS: &str = include_str!("prompts.txt");
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
 
 fn arg(args: &[String], name: &str) -> Option<String> {
     args.iter()
         .position(|a| a == name)
         .and_then(|i| args.get(i + 1).cloned())
-}
-
-/// GB/s of summing 1 GiB of f32 on every rayon thread (median of 5, after a first touch).
-fn read_bandwidth() -> f64 {
-    let data = vec![1.0f32; 1 << 28];
-    let bytes = (data.len() * 4) as f64;
-    let sum = || -> f32 {
-        data.par_chunks(1 << 16)
-            .map(|c| {
-                // Sixteen independent lanes, so that the sum is not latency-bound.
-                let mut acc = [0f32; 16];
-                for v in c.chunks_exact(16) {
-                    for (a, x) in acc.iter_mut().zip(v) {
-                        *a += x;
-                    }
-                }
-                acc.iter().sum::<f32>()
-            })
-            .sum()
-    };
-    assert!(sum() > 0.0);
-    median(
-        (0..5)
-            .map(|_| {
-                let t = Instant::now();
-                let s = std::hint::black_box(sum());
-                assert!(s > 0.0);
-                bytes / t.elapsed().as_secs_f64() / 1e9
-            })
-            .collect(),
-    )
-}
-
-/// GFLOP/s of candle's f32 CPU matmul at 2048² (median of 5, after a warm-up).
-fn gemm_rate() -> f64 {
-    let n = 2048;
-    let a = Tensor::randn(0f32, 1.0, (n, n), &Device::Cpu).unwrap();
-    let b = Tensor::randn(0f32, 1.0, (n, n), &Device::Cpu).unwrap();
-    a.matmul(&b).unwrap();
-    median(
-        (0..5)
-            .map(|_| {
-                let t = Instant::now();
-                std::hint::black_box(a.matmul(&b).unwrap());
-                2.0 * (n * n * n) as f64 / t.elapsed().as_secs_f64() / 1e9
-            })
-            .collect(),
-    )
 }
 
 /// The model's shape, from its config.

@@ -120,7 +120,13 @@ fn main() {
         });
         let flop = 2.0 * (m * D * VOCAB) as f64;
         let bytes = 4.0 * (VOCAB * D) as f64;
-        rows.push((format!("lens m{m}"), secs, flop, bytes, flop / (fma_peak * 1e9)));
+        rows.push((
+            format!("lens m{m}"),
+            secs,
+            flop,
+            bytes,
+            flop / (fma_peak * 1e9),
+        ));
     }
 
     println!(

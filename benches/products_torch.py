@@ -38,22 +38,28 @@ def main():
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    blocks = [[torch.randn(o, i) * 0.05 for o, i in BLOCK_SHAPES] for _ in range(LAYERS)]
+    blocks = [
+        [torch.randn(o, i) * 0.05 for o, i in BLOCK_SHAPES] for _ in range(LAYERS)
+    ]
     unembedding = torch.randn(VOCAB, D) * 0.05
     linear = torch.nn.functional.linear
     with torch.inference_mode():
         for m in (1, 8, 32):
             xs = {D: torch.randn(m, D), 1536: torch.randn(m, 1536)}
 
-            def step():
+            def step(xs=xs):
                 for block in blocks:
                     for w, (_, inner) in zip(block, BLOCK_SHAPES):
                         linear(xs[inner], w)
 
-            print(json.dumps({"case": f"decoder m{m}", "ms": 1e3 * timed(args.reps, step)}))
+            print(
+                json.dumps(
+                    {"case": f"decoder m{m}", "ms": 1e3 * timed(args.reps, step)}
+                )
+            )
         for m in (30, 240, 960):
             x = torch.randn(m, D)
-            secs = timed(args.reps, lambda: linear(x, unembedding))
+            secs = timed(args.reps, lambda x=x: linear(x, unembedding))
             print(json.dumps({"case": f"lens m{m}", "ms": 1e3 * secs}))
     print(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads()}))
 

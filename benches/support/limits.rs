@@ -58,4 +58,3 @@ pub fn gemm_rate() -> f64 {
             .collect(),
     )
 }
-

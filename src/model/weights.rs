@@ -85,6 +85,15 @@ pub struct Linear {
 }
 
 impl Linear {
+    /// A layer from a dense weight [out, in] and an optional bias [out] (in the output's dtype):
+    /// for building a layer outside a checkpoint, e.g. to benchmark the products.
+    pub fn dense(weight: Tensor, bias: Option<Tensor>) -> Self {
+        Self {
+            weight: Matrix::Dense(weight),
+            bias,
+        }
+    }
+
     /// # Shapes
     /// `x`: [.., in] → [.., out]
     pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
