@@ -340,6 +340,10 @@ mod wide {
         }
     }
 
+    /// How many weight rows ahead [`row_m`] prefetches: 2 to 6 all took 30-45 % off batch 1's
+    /// quantized products on the 2-core Xeon (docs/benchmarks.md), 3-4 the most.
+    const PREFETCH_ROWS: usize = 4;
+
     // The formats, as const generic parameters.
     const Q4_1: u8 = 0;
     const Q8_0: u8 = 1;
@@ -413,7 +417,14 @@ mod wide {
     #[allow(clippy::needless_range_loop)] // constant bounds: unrolled into registers
     unsafe fn row_m<const M: usize, const F: u8>(w: &[u8], xs: &[f32], k: usize, out: &mut [f32]) {
         let mut acc = [_mm512_setzero_ps(); 2 * super::ROW_DOT_MAX_M];
+        let block_bytes = w.len() / (k / 32).max(1);
+        let ahead = PREFETCH_ROWS * w.len();
         for b in 0..k / 32 {
+            // The weight rows of a task follow one another in memory, and a row of a few cache
+            // lines is too short for the hardware prefetcher to reach memory speed on its own (as
+            // in `gemv::wide`): each block asks for its counterpart PREFETCH_ROWS rows on. Past
+            // the matrix the address leaves the slice (`wrapping_add`); a prefetch never faults.
+            _mm_prefetch::<_MM_HINT_T0>(w.as_ptr().wrapping_add(ahead + b * block_bytes).cast());
             let (lo, hi) = decode::<F>(w.as_ptr(), b);
             for r in 0..M {
                 let x = xs.as_ptr().add(r * k + b * 32);
