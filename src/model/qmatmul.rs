@@ -340,8 +340,8 @@ mod wide {
         }
     }
 
-    /// How many weight rows ahead [`row_m`] prefetches: 2 to 6 all took 30-45 % off batch 1's
-    /// quantized products on the 2-core Xeon (docs/benchmarks.md), 3-4 the most.
+    /// How many weight rows ahead [`row_m`] prefetches: 2 to 6 all took 23-47 % off batch 1's
+    /// quantized products on the 2-core Xeon (docs/benchmarks.md); 4 sits in the middle.
     const PREFETCH_ROWS: usize = 4;
 
     // The formats, as const generic parameters.
