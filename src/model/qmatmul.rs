@@ -16,6 +16,12 @@ use rayon::prelude::*;
 
 use super::gemv::SendPtr;
 
+/// How many weight rows ahead the row-dot kernels prefetch (each decoded block asks for its
+/// counterpart that many rows on): rows of a few cache lines are too short for the hardware
+/// prefetcher to reach memory speed on its own. On the 2-core Xeon 2 to 6 rows all took 23-47 %
+/// off batch 1's quantized products with AVX-512, and 4 rows about 20 % with the AVX2 kernel
+/// (docs/benchmarks.md); 4 sits in the middle.
+const PREFETCH_ROWS: usize = 4;
 /// Weight rows per parallel task in the row-dot path.
 const ROWS_PER_TASK: usize = 16;
 /// Activation rows up to which each weight row is decoded and dotted directly; above, weight rows
@@ -272,7 +278,15 @@ fn row_dot_one_generic<D: Decode>(w: &[u8], xs: &[f32], k: usize, out: &mut [f32
     let mut vals = [0f32; 256];
     let mut acc = [[0f32; L]; ROW_DOT_MAX_M];
     let m = out.len();
+    let ahead = PREFETCH_ROWS * w.len();
     for (b, blk) in w.chunks_exact(D::BYTES).enumerate() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch never faults; past the matrix the address leaves the slice
+        // (`wrapping_add`, no in-bounds promise).
+        unsafe {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            _mm_prefetch::<_MM_HINT_T0>(w.as_ptr().wrapping_add(ahead + b * D::BYTES).cast());
+        }
         let vals = &mut vals[..D::ELEMS];
         D::decode(blk, vals);
         let base = b * D::ELEMS;
@@ -339,10 +353,6 @@ mod wide {
             }
         }
     }
-
-    /// How many weight rows ahead [`row_m`] prefetches: 2 to 6 all took 23-47 % off batch 1's
-    /// quantized products on the 2-core Xeon (docs/benchmarks.md); 4 sits in the middle.
-    const PREFETCH_ROWS: usize = 4;
 
     // The formats, as const generic parameters.
     const Q4_1: u8 = 0;
@@ -418,7 +428,7 @@ mod wide {
     unsafe fn row_m<const M: usize, const F: u8>(w: &[u8], xs: &[f32], k: usize, out: &mut [f32]) {
         let mut acc = [_mm512_setzero_ps(); 2 * super::ROW_DOT_MAX_M];
         let block_bytes = w.len() / (k / 32).max(1);
-        let ahead = PREFETCH_ROWS * w.len();
+        let ahead = super::PREFETCH_ROWS * w.len();
         for b in 0..k / 32 {
             // The weight rows of a task follow one another in memory, and a row of a few cache
             // lines is too short for the hardware prefetcher to reach memory speed on its own (as
