@@ -6,7 +6,7 @@ from an independent, vendor-tuned BLAS: one JSON object per case on stdout (`cas
 Same shapes as the Rust bench (SmolLM2-135M's: 30 blocks of stacked q/k/v 960 x 576, o 576 x 576,
 stacked gate/up 3072 x 576, down 576 x 1536; the unembedding 49152 x 576), random float32
 weights, `torch.nn.functional.linear`, the median of `--reps` runs after a warm-up. Threads: as
-many as the machine has CPUs (rayon's default), unless given.
+many as the CPUs this process may run on (rayon's default), unless given.
 """
 
 import argparse
@@ -34,7 +34,7 @@ def timed(reps, f):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=7)
-    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

@@ -6,8 +6,9 @@
 #
 #   scripts/bench-products-vs-torch.sh [REPS]
 #
-# PYTHON: a Python with torch (default: the tuned-lens environment of scripts/tuned-lens-venv.sh,
-# which has torch 2.15.0, else python3). Keep the machine otherwise quiet.
+# PYTHON: a Python with torch (default: ~/.cache/entropy-lens/pyref if present, else the tuned-lens
+# environment of scripts/tuned-lens-venv.sh, which has torch 2.15.0, else python3). Keep the
+# machine otherwise quiet.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS="${1:-7}"

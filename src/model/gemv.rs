@@ -116,9 +116,9 @@ fn dot_rows_generic(w: &[f32], xs: &[f32], k: usize, out: &mut [f32]) {
 }
 
 /// f32 storage whose slice starts on a 64-byte boundary (a cache line), so that the wide
-/// kernel's vector loads never straddle two lines: with its operands in cache the kernel ran
-/// about a quarter faster from aligned activations (docs/benchmarks.md). Only where the values
-/// sit changes, never a value.
+/// kernel's vector loads from it do not straddle two lines (every row, when the row length is a
+/// multiple of 16): with its operands in cache the kernel ran about a quarter faster from
+/// aligned activations (docs/benchmarks.md). Only where the values sit changes, never a value.
 pub(super) struct Aligned {
     data: Vec<f32>,
     offset: usize,

@@ -18,7 +18,7 @@ use super::gemv::SendPtr;
 
 /// How many weight rows ahead the row-dot kernels prefetch (each decoded block asks for its
 /// counterpart that many rows on): rows of a few cache lines are too short for the hardware
-/// prefetcher to reach memory speed on its own. On the 2-core Xeon 2 to 6 rows all took 23-47 %
+/// prefetcher to reach memory speed on its own. On the 2-core Xeon 2 to 8 rows all took 23-47 %
 /// off batch 1's quantized products with AVX-512, and 4 rows about 20 % with the AVX2 kernel
 /// (docs/benchmarks.md); 4 sits in the middle.
 const PREFETCH_ROWS: usize = 4;
