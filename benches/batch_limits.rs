@@ -43,15 +43,9 @@ use entropy_lens::lens::StatSpec;
 use entropy_lens::model::{load, LoadOptions, ModelSource, WeightDType};
 use entropy_lens::phases::{self, PhaseTimes};
 use entropy_lens::runner::{ProfileRequest, Profiler};
-use limits::{gemm_rate, median, read_bandwidth};
+use limits::{arg, cpu_name, fma_peak, gemm_rate, read_bandwidth};
 
 const PROMPTS: &str = include_str!("prompts.txt");
-
-fn arg(args: &[String], name: &str) -> Option<String> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-}
 
 /// The model's shape, from its config.
 struct Shape {
@@ -135,24 +129,12 @@ fn main() {
         std::path::PathBuf::from,
     );
     let threads = rayon::current_num_threads();
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|m| m.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
+    let cpu = cpu_name();
     let isa = fma::kernel().map_or("no AVX2/AVX-512", |(_, _, name)| name);
 
     eprintln!("measuring the limits ...");
     let bandwidth = read_bandwidth();
-    let fma_peak = median(
-        (0..5)
-            .filter_map(|_| fma::rate(threads))
-            .collect::<Vec<_>>(),
-    );
+    let fma_peak = fma_peak(threads);
     let gemm = gemm_rate();
 
     let loaded = load(

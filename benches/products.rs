@@ -33,19 +33,13 @@ use std::time::Instant;
 
 use candle_core::{Device, Tensor};
 use entropy_lens::model::weights::Linear;
-use limits::{gemm_rate, median, read_bandwidth};
+use limits::{arg, cpu_name, fma_peak, gemm_rate, median, read_bandwidth};
 
 const D: usize = 576;
 const LAYERS: usize = 30;
 const VOCAB: usize = 49_152;
 /// (out, in) of each block's products, as the decoder stacks them.
 const BLOCK_SHAPES: [(usize, usize); 4] = [(960, D), (D, D), (3072, D), (D, 1536)];
-
-fn arg(args: &[String], name: &str) -> Option<String> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-}
 
 fn layer(out: usize, inner: usize) -> Linear {
     let w = Tensor::randn(0f32, 0.05, (out, inner), &Device::Cpu).expect("weights");
@@ -71,23 +65,11 @@ fn main() {
     let reps: usize = arg(&args, "--reps").map_or(7, |r| r.parse().expect("--reps N"));
     let json = arg(&args, "--json");
     let threads = rayon::current_num_threads();
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|m| m.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
+    let cpu = cpu_name();
 
     eprintln!("measuring the limits ...");
     let bandwidth = read_bandwidth();
-    let fma_peak = median(
-        (0..5)
-            .filter_map(|_| fma::rate(threads))
-            .collect::<Vec<_>>(),
-    );
+    let fma_peak = fma_peak(threads);
     let gemm = gemm_rate();
 
     eprintln!("building the weights ...");

@@ -1,5 +1,6 @@
 //! Limits of this machine measured in the bench's own process, shared by `batch_limits` and
-//! `products`: the read bandwidth and candle's f32 GEMM rate.
+//! `products`: the read bandwidth, the FMA peak (through `support/fma.rs`, which both declare as
+//! `fma`) and candle's f32 GEMM rate; with the CPU's name and the benches' argument lookup.
 
 use std::time::Instant;
 
@@ -61,4 +62,30 @@ pub fn gemm_rate() -> f64 {
             })
             .collect(),
     )
+}
+
+/// GFLOP/s of the FMA units on `threads` threads: the median of five runs of `fma_peak`'s kernel
+/// (NaN without AVX2 or AVX-512).
+pub fn fma_peak(threads: usize) -> f64 {
+    median((0..5).filter_map(|_| super::fma::rate(threads)).collect())
+}
+
+/// The CPU's model name from /proc/cpuinfo ("unknown CPU" elsewhere).
+pub fn cpu_name() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into())
+}
+
+/// The value after `name` on the command line.
+pub fn arg(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
 }
