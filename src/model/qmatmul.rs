@@ -17,8 +17,9 @@ use rayon::prelude::*;
 use super::gemv::SendPtr;
 
 /// How many weight rows ahead the row-dot kernels prefetch (each decoded block asks for its
-/// counterpart that many rows on): rows of a few cache lines are too short for the hardware
-/// prefetcher to reach memory speed on its own. On the 2-core Xeon 2 to 8 rows all took 23-47 %
+/// counterpart that many rows on; a task's rows follow one another in memory): rows of a few
+/// cache lines are too short for the hardware prefetcher to reach memory speed on its own (as in
+/// `gemv::wide`). On the 2-core Xeon 2 to 8 rows all took 23-47 %
 /// off batch 1's quantized products with AVX-512, and 4 rows about 20 % with the AVX2 kernel
 /// (docs/benchmarks.md); 4 sits in the middle.
 const PREFETCH_ROWS: usize = 4;
@@ -430,10 +431,8 @@ mod wide {
         let block_bytes = w.len() / (k / 32).max(1);
         let ahead = super::PREFETCH_ROWS * w.len();
         for b in 0..k / 32 {
-            // The weight rows of a task follow one another in memory, and a row of a few cache
-            // lines is too short for the hardware prefetcher to reach memory speed on its own (as
-            // in `gemv::wide`): each block asks for its counterpart PREFETCH_ROWS rows on. Past
-            // the matrix the address leaves the slice (`wrapping_add`); a prefetch never faults.
+            // See `PREFETCH_ROWS`. Past the matrix the address leaves the slice (`wrapping_add`,
+            // no in-bounds promise); a prefetch never faults.
             _mm_prefetch::<_MM_HINT_T0>(w.as_ptr().wrapping_add(ahead + b * block_bytes).cast());
             let (lo, hi) = decode::<F>(w.as_ptr(), b);
             for r in 0..M {
