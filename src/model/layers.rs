@@ -512,7 +512,7 @@ impl Causal<'_> {
     }
 
     /// The keys query column `q` of batch row `row` sees, as a range of columns.
-    fn visible(&self, row: usize, q: usize) -> std::ops::RangeInclusive<usize> {
+    pub(crate) fn visible(&self, row: usize, q: usize) -> std::ops::RangeInclusive<usize> {
         let lo = self.window.map_or(0, |w| (q + 1).saturating_sub(w));
         match self.pads.get(row) {
             Some(&pad) if q < pad => q..=q,
@@ -540,6 +540,31 @@ pub fn attention(
     masks: &[Tensor],
     scale: f64,
     softcap: Option<f64>,
+) -> candle_core::Result<Tensor> {
+    attention_up_to(
+        q,
+        k,
+        v,
+        causal,
+        masks,
+        scale,
+        softcap,
+        super::decode_attention::MAX_QUERIES,
+    )
+}
+
+/// [`attention`], on the CPU through [`super::decode_attention::attend`] for chunks of at most
+/// `fused_queries` queries and through `gemm` for longer ones.
+#[allow(clippy::too_many_arguments)]
+fn attention_up_to(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    causal: Causal,
+    masks: &[Tensor],
+    scale: f64,
+    softcap: Option<f64>,
+    fused_queries: usize,
 ) -> candle_core::Result<Tensor> {
     // `k` may start after position 0 (a sliding-window cache keeps its last positions only), and
     // with a window the chunk's queries see none of the keys before `first_seen`: both are cut off
@@ -579,6 +604,11 @@ pub fn attention(
     let dtype = q.dtype();
     // Scaling the queries ([s, hd]) costs less than scaling the scores ([s, t]).
     let q = (q.to_dtype(DType::F32)? * scale)?.contiguous()?;
+    if matches!(q.device(), Device::Cpu) && s <= fused_queries {
+        let (k, v) = (k.to_dtype(DType::F32)?, v.to_dtype(DType::F32)?);
+        return super::decode_attention::attend(&q, &k, &v, causal, first_seen, softcap)?
+            .to_dtype(dtype);
+    }
     if matches!(q.device(), Device::Cpu) {
         // Grouped queries: the n_rep query heads of a key/value head are consecutive, so they
         // stack into one [n_rep · s, hd] matrix per key/value head, and the keys and values are
@@ -795,6 +825,67 @@ mod tests {
             assert!(
                 diff < 1e-6,
                 "offset {offset}, s {s}, window {window:?}, pads {pads:?}: {diff}"
+            );
+        }
+    }
+
+    #[test]
+    fn few_query_attention_equals_the_gemm_path() {
+        // The fused CPU path against the general one (scores by gemm, the masked softmax, the
+        // values by gemm): grouped heads, windows, left padding, soft-caps, keys starting after
+        // column 0 as a windowed cache keeps them, head sizes with and without a tail of 8 lanes.
+        for (offset, s, window, cap, pads, hd, first_key) in [
+            (0, 1, None, None, vec![], 64, 0),
+            (9, 1, None, None, vec![], 64, 0),
+            (9, 1, None, Some(2.0), vec![3, 0], 12, 0),
+            (9, 3, Some(4), None, vec![], 64, 5),
+            (9, 1, Some(4), Some(0.5), vec![7, 0], 20, 6),
+            (6, 4, None, None, vec![8, 1], 64, 0),
+            (11, 2, Some(5), None, vec![0, 9], 8, 3),
+        ] {
+            let (b, kv_heads, heads) = (2, 2, 6);
+            let t = offset + s - first_key;
+            let q = Tensor::randn(0f32, 1.0, (b, heads, s, hd), &Device::Cpu).unwrap();
+            // Keys and values as a strided view, as a cache narrowed to its last positions is.
+            let whole = |seed: f32| {
+                (Tensor::randn(0f32, 1.0, (b, kv_heads, t + 2, hd), &Device::Cpu).unwrap()
+                    * seed as f64)
+                    .unwrap()
+                    .narrow(2, 2, t)
+                    .unwrap()
+            };
+            let (k, v) = (whole(1.5), whole(1.0));
+            assert!(!k.is_contiguous());
+            let causal = Causal {
+                offset,
+                window,
+                pads: &pads,
+            };
+            let masks: Vec<Tensor> = [
+                attention_mask(offset, s, window, &Device::Cpu).unwrap(),
+                padding_mask(offset, s, window, &pads, &Device::Cpu).unwrap(),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            let scale = 1.0 / (hd as f64).sqrt();
+            let fused = attention_up_to(&q, &k, &v, causal, &masks, scale, cap, usize::MAX);
+            let general = attention_up_to(&q, &k, &v, causal, &masks, scale, cap, 0).unwrap();
+            let fused = fused.unwrap();
+            assert_eq!(fused.dims(), general.dims());
+            let diff = (fused - &general)
+                .unwrap()
+                .abs()
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .max(0)
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap();
+            assert!(
+                diff < 2e-6,
+                "offset {offset}, s {s}, window {window:?}, pads {pads:?}, hd {hd}: {diff}"
             );
         }
     }

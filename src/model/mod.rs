@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 
 pub mod allocator;
 pub mod config;
+mod decode_attention;
 mod decoder;
 pub mod export;
 pub mod families;
