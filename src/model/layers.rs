@@ -373,47 +373,109 @@ impl Rotary {
 }
 
 /// Keys and values of past positions for one attention layer.
-#[derive(Clone, Debug, Default)]
+///
+/// The positions live in buffers with room for more, written in place as the sequence grows
+/// (`Tensor::slice_set`), so that a decoding step copies its own keys and values only, not the
+/// whole cache; when the room runs out the cached positions move to buffers twice their size.
+/// [`KvCache::append`] returns views of the buffers: read them before the next append. Not
+/// `Clone`: two caches sharing buffers would write over each other's positions.
+#[derive(Debug, Default)]
 pub struct KvCache {
-    kv: Option<(Tensor, Tensor)>,
+    /// Keys and values, [b, kv_heads, capacity, head_dim]; the cached positions are
+    /// `start..end` of the third axis.
+    buffers: Option<(Tensor, Tensor)>,
+    start: usize,
+    end: usize,
 }
 
+/// The fewest positions a cache's buffers make room for.
+const MIN_CACHE_CAPACITY: usize = 64;
+
 impl KvCache {
-    /// Appends `k`, `v` ([b, kv_heads, s, head_dim]) and returns the whole cached sequence.
+    /// Appends `k`, `v` ([b, kv_heads, s, head_dim]) and returns the whole cached sequence, as
+    /// views of the cache's buffers (rows contiguous, [b, kv_heads, cached, head_dim]).
     pub fn append(&mut self, k: &Tensor, v: &Tensor) -> candle_core::Result<(Tensor, Tensor)> {
-        let (k, v) = match &self.kv {
-            None => (k.contiguous()?, v.contiguous()?),
-            Some((pk, pv)) => (Tensor::cat(&[pk, k], 2)?, Tensor::cat(&[pv, v], 2)?),
+        let s = k.dim(2)?;
+        let (k, v) = (k.contiguous()?, v.contiguous()?);
+        let capacity = match &self.buffers {
+            Some((bk, _)) => bk.dim(2)?,
+            None => 0,
         };
-        self.kv = Some((k.clone(), v.clone()));
-        Ok((k, v))
+        if self.end + s > capacity {
+            self.grow(&k, s)?;
+        }
+        let Some((bk, bv)) = &self.buffers else {
+            candle_core::bail!("the cache's buffers were just made")
+        };
+        bk.slice_set(&k, 2, self.end)?;
+        bv.slice_set(&v, 2, self.end)?;
+        self.end += s;
+        self.cached(bk, bv)
+    }
+
+    /// Moves the cached positions to buffers with room for `s` more, and as many again.
+    fn grow(&mut self, like: &Tensor, s: usize) -> candle_core::Result<()> {
+        let live = self.end - self.start;
+        let capacity = (2 * (live + s)).max(MIN_CACHE_CAPACITY);
+        let (b, heads, _, hd) = like.dims4()?;
+        let make = || Tensor::zeros((b, heads, capacity, hd), like.dtype(), like.device());
+        let (nk, nv) = (make()?, make()?);
+        if let Some((bk, bv)) = &self.buffers {
+            if live > 0 {
+                nk.slice_set(&bk.narrow(2, self.start, live)?.contiguous()?, 2, 0)?;
+                nv.slice_set(&bv.narrow(2, self.start, live)?.contiguous()?, 2, 0)?;
+            }
+        }
+        self.buffers = Some((nk, nv));
+        (self.start, self.end) = (0, live);
+        Ok(())
+    }
+
+    fn cached(&self, bk: &Tensor, bv: &Tensor) -> candle_core::Result<(Tensor, Tensor)> {
+        let live = self.end - self.start;
+        Ok((
+            bk.narrow(2, self.start, live)?,
+            bv.narrow(2, self.start, live)?,
+        ))
+    }
+
+    /// How many positions are cached.
+    pub fn len(&self) -> usize {
+        self.end - self.start
+    }
+
+    /// Whether no position is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// Keeps the last `n` cached positions (a sliding-window layer needs no more).
     pub fn keep_last(&mut self, n: usize) -> candle_core::Result<()> {
-        if let Some((k, v)) = &self.kv {
-            let len = k.dim(2)?;
-            if len > n {
-                self.kv = Some((k.narrow(2, len - n, n)?, v.narrow(2, len - n, n)?));
-            }
+        if self.len() > n {
+            self.start = self.end - n;
         }
         Ok(())
     }
 
     /// Keeps the batch rows `rows` (a [n] u32 tensor of row indices), in that order.
     pub fn retain_rows(&mut self, rows: &Tensor) -> candle_core::Result<()> {
-        if let Some((k, v)) = &self.kv {
-            // `cat` along the sequence may leave a strided view; index_select needs it packed.
-            self.kv = Some((
+        if let Some((bk, bv)) = &self.buffers {
+            let (k, v) = self.cached(bk, bv)?;
+            // index_select needs a packed tensor; the kept rows become the new buffers, full.
+            let (k, v) = (
                 k.contiguous()?.index_select(rows, 0)?,
                 v.contiguous()?.index_select(rows, 0)?,
-            ));
+            );
+            let live = self.len();
+            self.buffers = Some((k, v));
+            (self.start, self.end) = (0, live);
         }
         Ok(())
     }
 
     pub fn clear(&mut self) {
-        self.kv = None;
+        self.buffers = None;
+        (self.start, self.end) = (0, 0);
     }
 }
 
@@ -827,6 +889,101 @@ mod tests {
                 "offset {offset}, s {s}, window {window:?}, pads {pads:?}: {diff}"
             );
         }
+    }
+
+    /// A cache beside the concatenation of everything appended to it.
+    struct CacheAndReference {
+        cache: KvCache,
+        keys: Option<Tensor>,
+        values: Option<Tensor>,
+        appended: f64,
+    }
+
+    impl CacheAndReference {
+        /// Appends `s` new positions of `b` rows to both and checks that they hold the same.
+        fn append(&mut self, b: usize, s: usize) {
+            let (heads, hd) = (2, 4);
+            self.appended += 1.0;
+            let new = |shift: f64| {
+                (Tensor::randn(0f32, 1.0, (b, heads, s, hd), &Device::Cpu).unwrap() + shift)
+                    .unwrap()
+            };
+            let (k, v) = (new(self.appended), new(-self.appended));
+            let (ck, cv) = self.cache.append(&k, &v).unwrap();
+            let cat = |all: &Option<Tensor>, new: &Tensor| match all {
+                Some(a) => Tensor::cat(&[a, new], 2).unwrap(),
+                None => new.clone(),
+            };
+            self.keys = Some(cat(&self.keys, &k));
+            self.values = Some(cat(&self.values, &v));
+            self.check(&ck, &cv);
+        }
+
+        fn check(&self, ck: &Tensor, cv: &Tensor) {
+            let same = |a: &Tensor, b: &Tensor| {
+                assert_eq!(a.dims(), b.dims());
+                let a: Vec<f32> = a.flatten_all().unwrap().to_vec1().unwrap();
+                let b: Vec<f32> = b.flatten_all().unwrap().to_vec1().unwrap();
+                assert_eq!(a, b);
+            };
+            same(ck, self.keys.as_ref().unwrap());
+            same(cv, self.values.as_ref().unwrap());
+            assert_eq!(self.cache.len(), ck.dim(2).unwrap());
+        }
+
+        fn map(&mut self, f: impl Fn(&Tensor) -> Tensor) {
+            self.keys = self.keys.as_ref().map(&f);
+            self.values = self.values.as_ref().map(&f);
+        }
+    }
+
+    #[test]
+    fn the_cache_holds_what_concatenation_gives() {
+        // Appends of 1 to 120 positions across the buffers' growth, a window cut, rows retained:
+        // after each, the cached keys and values equal the concatenation of what went in.
+        let mut c = CacheAndReference {
+            cache: KvCache::default(),
+            keys: None,
+            values: None,
+            appended: 0.0,
+        };
+        for s in [40, 1, 1, 30, 1, 7, 60, 1] {
+            c.append(3, s);
+        }
+        // A window keeps the last 50 positions; what follows is appended after them.
+        c.cache.keep_last(50).unwrap();
+        c.map(|t| t.narrow(2, t.dim(2).unwrap() - 50, 50).unwrap());
+        for s in [1, 3, 120] {
+            c.append(3, s);
+        }
+        // Rows 2 and 0 stay, in that order; the next appends have two rows.
+        let rows = Tensor::new(&[2u32, 0], &Device::Cpu).unwrap();
+        c.cache.retain_rows(&rows).unwrap();
+        c.map(|t| t.contiguous().unwrap().index_select(&rows, 0).unwrap());
+        for s in [1, 1, 200] {
+            c.append(2, s);
+        }
+        // Views handed out before an append keep what they held.
+        let (k_before, _) = c
+            .cache
+            .append(
+                &Tensor::ones((2, 2, 1, 4), DType::F32, &Device::Cpu).unwrap(),
+                &Tensor::ones((2, 2, 1, 4), DType::F32, &Device::Cpu).unwrap(),
+            )
+            .unwrap();
+        let held: Vec<f32> = k_before.flatten_all().unwrap().to_vec1().unwrap();
+        c.cache
+            .append(
+                &Tensor::zeros((2, 2, 1, 4), DType::F32, &Device::Cpu).unwrap(),
+                &Tensor::zeros((2, 2, 1, 4), DType::F32, &Device::Cpu).unwrap(),
+            )
+            .unwrap();
+        assert_eq!(
+            held,
+            k_before.flatten_all().unwrap().to_vec1::<f32>().unwrap()
+        );
+        c.cache.clear();
+        assert!(c.cache.is_empty());
     }
 
     #[test]
