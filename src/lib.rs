@@ -52,6 +52,7 @@ pub mod phases;
 pub mod plots;
 pub mod profile;
 pub mod runner;
+pub mod threads;
 pub mod watch;
 
 pub use error::{Error, Result};

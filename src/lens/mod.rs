@@ -56,7 +56,7 @@ pub enum GroupTarget {
 }
 
 /// Chooses a group's target from its final logits.
-pub type Chooser<'a> = dyn FnMut(usize, &[f32]) -> Result<u32> + 'a;
+pub type Chooser<'a> = dyn FnMut(usize, &[f32]) -> Result<u32> + Send + 'a;
 
 /// How [`Lens::apply_groups`] relates the rows of each group.
 pub struct Groups<'a> {
@@ -182,6 +182,22 @@ impl Lens {
     }
 
     fn apply_inner(
+        &self,
+        model: &Model,
+        resid: &Tensor,
+        keep: &[usize],
+        groups: Option<(Groups<'_>, &mut Vec<Option<u32>>)>,
+    ) -> Result<(Vec<DistStats>, Vec<Vec<f32>>)> {
+        // As the decoder's blocks (crate::threads): the chunks' products and statistics are
+        // parallel operations, started from one of rayon's threads on the CPU.
+        if matches!(resid.device(), candle_core::Device::Cpu) {
+            crate::threads::on_pool(|| self.apply_chunks(model, resid, keep, groups))
+        } else {
+            self.apply_chunks(model, resid, keep, groups)
+        }
+    }
+
+    fn apply_chunks(
         &self,
         model: &Model,
         resid: &Tensor,

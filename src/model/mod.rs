@@ -126,7 +126,7 @@ pub enum Tap {
 }
 
 /// Called with `(tap, residual)` for every residual stream a forward pass makes (`[b, s, d]`).
-pub type Observer<'a> = &'a mut dyn FnMut(Tap, &Tensor) -> Result<()>;
+pub type Observer<'a> = &'a mut (dyn FnMut(Tap, &Tensor) -> Result<()> + Send);
 
 /// A loaded decoder-only transformer, ready to be lensed.
 pub struct Model {
@@ -480,10 +480,19 @@ impl Model {
     /// skipped blocks and the rotary horizon) and appends them to the cache.
     fn advance(&mut self, ids: &Tensor, horizon: usize, observe: Observer<'_>) -> Result<Tensor> {
         let s = ids.dim(1)?;
-        let x = crate::phases::timed(crate::phases::Phase::Decoder, || {
-            self.decoder
-                .forward(ids, self.cached, &self.pads, horizon, &self.skip, observe)
-        })?;
+        let mut forward = || {
+            crate::phases::timed(crate::phases::Phase::Decoder, || {
+                self.decoder
+                    .forward(ids, self.cached, &self.pads, horizon, &self.skip, observe)
+            })
+        };
+        // On the CPU the blocks' many small parallel operations run from one of rayon's threads
+        // (see crate::threads); a GPU's work stays on the thread that holds its context.
+        let x = if matches!(self.device, Device::Cpu) {
+            crate::threads::on_pool(forward)?
+        } else {
+            forward()?
+        };
         self.cached += s;
         Ok(x)
     }

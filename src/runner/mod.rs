@@ -914,7 +914,7 @@ impl Profiler {
         captured: &Captured,
         picks: &[Pick],
         include_embed: bool,
-        choose: &mut dyn FnMut(usize, &[f32]) -> Result<u32>,
+        choose: &mut (dyn FnMut(usize, &[f32]) -> Result<u32> + Send),
     ) -> Result<Measured> {
         if picks.is_empty() {
             return Ok(Measured {
