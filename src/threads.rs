@@ -14,12 +14,29 @@ pub fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     }
     let timing = crate::phases::enabled();
     rayon::scope(|_| {
-        let before = crate::phases::enabled();
-        crate::phases::enable(timing);
-        let out = f();
-        crate::phases::enable(before);
-        out
+        let _clock = PhaseClock::set(timing);
+        f()
     })
+}
+
+/// The calling thread's phase clock set for a while, and put back when dropped (a panic in
+/// between included: the pool thread goes on serving others).
+struct PhaseClock {
+    before: bool,
+}
+
+impl PhaseClock {
+    fn set(on: bool) -> Self {
+        let before = crate::phases::enabled();
+        crate::phases::enable(on);
+        Self { before }
+    }
+}
+
+impl Drop for PhaseClock {
+    fn drop(&mut self) {
+        crate::phases::enable(self.before);
+    }
 }
 
 #[cfg(test)]

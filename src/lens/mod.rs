@@ -190,7 +190,7 @@ impl Lens {
     ) -> Result<(Vec<DistStats>, Vec<Vec<f32>>)> {
         // As the decoder's blocks (crate::threads): the chunks' products and statistics are
         // parallel operations, started from one of rayon's threads on the CPU.
-        if matches!(resid.device(), candle_core::Device::Cpu) {
+        if matches!(model.device(), candle_core::Device::Cpu) {
             crate::threads::on_pool(|| self.apply_chunks(model, resid, keep, groups))
         } else {
             self.apply_chunks(model, resid, keep, groups)

@@ -1,23 +1,24 @@
-//! Attention for a few queries on the CPU, in one pass per key/value head: scores, soft-cap,
+//! Attention for a few queries on the CPU, in one pass per query head: scores, soft-cap,
 //! the causal and padding mask, softmax and the weighted values, without the score matrix ever
 //! becoming a tensor.
 //!
 //! A decoding step has one query per row: there the general path (two `gemm` calls of a few rows,
 //! the scaled queries and the scores as tensors, a parallel softmax) is a dozen candle operations
 //! per block, each with its own allocation and parallel hand-off, for a few hundred thousand
-//! FLOP. Here a step's attention is one parallel loop over (batch row, key/value head).
+//! FLOP. Here a step's attention is one parallel loop over (batch row, query head).
+
+use std::ops::RangeInclusive;
 
 use candle_core::{Device, Storage, Tensor};
 use rayon::prelude::*;
-
-use super::layers::Causal;
 
 /// Up to this many queries per row, [`attend`] replaces the `gemm` path: decoding (one query)
 /// and the last columns of a short chunk. Larger chunks are products worth `gemm`'s blocking.
 pub(crate) const MAX_QUERIES: usize = 8;
 
-/// Scaled dot-product attention of `q` over the keys each query may see (see [`Causal`]), the
-/// scores soft-capped as `cap · tanh(score / cap)` when `softcap` is set. Grouped heads: query
+/// Scaled dot-product attention of `q` over the keys each query may see — `visible(row, column)`,
+/// the key columns query column `column` of batch row `row` sees (`layers::Causal::visible`;
+/// taken as a function so that this module needs nothing from `layers`) — the scores soft-capped as `cap · tanh(score / cap)` when `softcap` is set. Grouped heads: query
 /// head h reads key/value head h / (heads / kv_heads).
 ///
 /// The same arithmetic as the general path, in another order: each score is one dot product in
@@ -31,9 +32,10 @@ pub(crate) fn attend(
     q: &Tensor,
     k: &Tensor,
     v: &Tensor,
-    causal: Causal,
+    offset: usize,
     first_key: usize,
     softcap: Option<f64>,
+    visible: impl Fn(usize, usize) -> RangeInclusive<usize> + Sync,
 ) -> candle_core::Result<Tensor> {
     let (b, heads, s, hd) = q.dims4()?;
     let (kb, kv_heads, t, khd) = k.dims4()?;
@@ -48,14 +50,10 @@ pub(crate) fn attend(
     if kv_heads == 0 || heads % kv_heads != 0 {
         candle_core::bail!("attention: {heads} query heads over {kv_heads} key/value heads")
     }
-    if causal.offset + s != first_key + t {
+    if offset + s != first_key + t {
         candle_core::bail!(
-            "attention: {t} keys from column {first_key} for {s} queries at offset {}",
-            causal.offset
+            "attention: {t} keys from column {first_key} for {s} queries at offset {offset}"
         )
-    }
-    if !causal.pads.is_empty() && causal.pads.len() != b {
-        candle_core::bail!("{} padding counts for a batch of {b}", causal.pads.len())
     }
     let n_rep = heads / kv_heads;
     let (q, k, v) = (q.contiguous()?, rows_contiguous(k)?, rows_contiguous(v)?);
@@ -67,41 +65,41 @@ pub(crate) fn attend(
     let ks = f32_elements(&k_storage)?;
     let vs = f32_elements(&v_storage)?;
     let cap = softcap.map(|c| c as f32);
-    let task_len = n_rep * s * hd;
+    let task_len = s * hd;
     let mut out = vec![0f32; b * heads * s * hd];
+    // One task per (batch row, query head): a batch of one with a single key/value head (Gemma's
+    // multi-query attention) still has a task per head for every thread.
     out.par_chunks_mut(task_len.max(1))
         .enumerate()
         .for_each(|(task, o)| {
-            let (row, g) = (task / kv_heads, task % kv_heads);
+            let (row, h) = (task / heads, task % heads);
+            let g = h / n_rep;
             let mut weights = vec![0f32; t];
-            for r in 0..n_rep {
-                let h = g * n_rep + r;
-                for i in 0..s {
-                    let keys = causal.visible(row, causal.offset + i);
-                    // The window and padding may start before the cached keys do.
-                    let lo = keys.start().max(&first_key) - first_key;
-                    let hi = keys.end() - first_key;
-                    let query = &qs[qv.at(row, h, i)..][..hd];
-                    let seen = &mut weights[lo..=hi];
-                    let mut max = f32::NEG_INFINITY;
-                    for (j, w) in (lo..=hi).zip(seen.iter_mut()) {
-                        let score = dot(query, &ks[kv.at(row, g, j)..][..hd]);
-                        *w = match cap {
-                            Some(c) => c * (score / c).tanh(),
-                            None => score,
-                        };
-                        max = max.max(*w);
-                    }
-                    let mut sum = 0f32;
-                    for w in seen.iter_mut() {
-                        *w = (*w - max).exp();
-                        sum += *w;
-                    }
-                    let inv = 1.0 / sum;
-                    let y = &mut o[(r * s + i) * hd..][..hd];
-                    for (j, &w) in (lo..=hi).zip(seen.iter()) {
-                        axpy(w * inv, &vs[vv.at(row, g, j)..][..hd], y);
-                    }
+            for i in 0..s {
+                let keys = visible(row, offset + i);
+                // The window and padding may start before the cached keys do.
+                let lo = keys.start().max(&first_key) - first_key;
+                let hi = keys.end() - first_key;
+                let query = &qs[qv.at(row, h, i)..][..hd];
+                let seen = &mut weights[lo..=hi];
+                let mut max = f32::NEG_INFINITY;
+                for (j, w) in (lo..=hi).zip(seen.iter_mut()) {
+                    let score = dot(query, &ks[kv.at(row, g, j)..][..hd]);
+                    *w = match cap {
+                        Some(c) => c * (score / c).tanh(),
+                        None => score,
+                    };
+                    max = max.max(*w);
+                }
+                let mut sum = 0f32;
+                for w in seen.iter_mut() {
+                    *w = (*w - max).exp();
+                    sum += *w;
+                }
+                let inv = 1.0 / sum;
+                let y = &mut o[i * hd..][..hd];
+                for (j, &w) in (lo..=hi).zip(seen.iter()) {
+                    axpy(w * inv, &vs[vv.at(row, g, j)..][..hd], y);
                 }
             }
         });

@@ -374,9 +374,9 @@ impl Rotary {
 
 /// Keys and values of past positions for one attention layer.
 ///
-/// The positions live in buffers with room for more, written in place as the sequence grows
-/// (`Tensor::slice_set`), so that a decoding step copies its own keys and values only, not the
-/// whole cache; when the room runs out the cached positions move to buffers twice their size.
+/// On the CPU the positions live in buffers with room for more, written in place as the sequence
+/// grows (`Tensor::slice_set`), so that a decoding step copies its own keys and values only, not
+/// the whole cache; when the room runs out the cached positions move to buffers twice their size.
 /// [`KvCache::append`] returns views of the buffers: read them before the next append. Not
 /// `Clone`: two caches sharing buffers would write over each other's positions.
 #[derive(Debug, Default)]
@@ -416,7 +416,13 @@ impl KvCache {
     /// Moves the cached positions to buffers with room for `s` more, and as many again.
     fn grow(&mut self, like: &Tensor, s: usize) -> candle_core::Result<()> {
         let live = self.end - self.start;
-        let capacity = (2 * (live + s)).max(MIN_CACHE_CAPACITY);
+        // Room to spare on the CPU only: a GPU's memory is the tighter budget, so there the cache
+        // keeps exactly its positions (each append copies them, as concatenation did).
+        let capacity = if matches!(like.device(), Device::Cpu) {
+            (2 * (live + s)).max(MIN_CACHE_CAPACITY)
+        } else {
+            live + s
+        };
         let (b, heads, _, hd) = like.dims4()?;
         let make = || Tensor::zeros((b, heads, capacity, hd), like.dtype(), like.device());
         let (nk, nv) = (make()?, make()?);
@@ -667,9 +673,21 @@ fn attention_up_to(
     // Scaling the queries ([s, hd]) costs less than scaling the scores ([s, t]).
     let q = (q.to_dtype(DType::F32)? * scale)?.contiguous()?;
     if matches!(q.device(), Device::Cpu) && s <= fused_queries {
+        if !causal.pads.is_empty() && causal.pads.len() != b {
+            candle_core::bail!("{} padding counts for a batch of {b}", causal.pads.len())
+        }
         let (k, v) = (k.to_dtype(DType::F32)?, v.to_dtype(DType::F32)?);
-        return super::decode_attention::attend(&q, &k, &v, causal, first_seen, softcap)?
-            .to_dtype(dtype);
+        let visible = |row, column| causal.visible(row, column);
+        return super::decode_attention::attend(
+            &q,
+            &k,
+            &v,
+            causal.offset,
+            first_seen,
+            softcap,
+            visible,
+        )?
+        .to_dtype(dtype);
     }
     if matches!(q.device(), Device::Cpu) {
         // Grouped queries: the n_rep query heads of a key/value head are consecutive, so they
