@@ -821,6 +821,21 @@ fn repeat_kv(xs: Tensor, n_rep: usize) -> candle_core::Result<Tensor> {
 mod tests {
     use super::*;
 
+    /// The largest |a − b| over all elements (same shapes).
+    fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
+        assert_eq!(a.dims(), b.dims());
+        (a - b)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .max(0)
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap()
+    }
+
     #[test]
     fn fused_causal_softmax_equals_mask_then_softmax() {
         // The CPU path (one pass per row) against the device path (additive mask, softmax).
@@ -892,16 +907,7 @@ mod tests {
                 fused.broadcast_mul(&keep).unwrap(),
                 reference.broadcast_mul(&keep).unwrap(),
             );
-            let diff = (fused - reference)
-                .unwrap()
-                .abs()
-                .unwrap()
-                .flatten_all()
-                .unwrap()
-                .max(0)
-                .unwrap()
-                .to_scalar::<f32>()
-                .unwrap();
+            let diff = max_abs_diff(&fused, &reference);
             assert!(
                 diff < 1e-6,
                 "offset {offset}, s {s}, window {window:?}, pads {pads:?}: {diff}"
@@ -1047,17 +1053,7 @@ mod tests {
             let fused = attention_up_to(&q, &k, &v, causal, &masks, scale, cap, usize::MAX);
             let general = attention_up_to(&q, &k, &v, causal, &masks, scale, cap, 0).unwrap();
             let fused = fused.unwrap();
-            assert_eq!(fused.dims(), general.dims());
-            let diff = (fused - &general)
-                .unwrap()
-                .abs()
-                .unwrap()
-                .flatten_all()
-                .unwrap()
-                .max(0)
-                .unwrap()
-                .to_scalar::<f32>()
-                .unwrap();
+            let diff = max_abs_diff(&fused, &general);
             assert!(
                 diff < 2e-6,
                 "offset {offset}, s {s}, window {window:?}, pads {pads:?}, hd {hd}: {diff}"
